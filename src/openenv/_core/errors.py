@@ -1,0 +1,314 @@
+"""One exception hierarchy, rooted at :class:`OpenEnvError`, shared by both twins."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Type
+
+__all__ = [
+    "OpenEnvError",
+    "InvalidURL",
+    "ConnectError",
+    "EnvTimeout",
+    "ConnectTimeout",
+    "MessageTimeout",
+    "SessionLost",
+    "SessionBusy",
+    "EnvClosed",
+    "ProtocolError",
+    "MessageTooLarge",
+    "ServerError",
+    "InvalidJSON",
+    "UnknownMessageType",
+    "ServerValidationError",
+    "ExecutionError",
+    "CapacityReached",
+    "FactoryError",
+    "SessionError",
+    "error_from_frame",
+    "ErrorCode",
+]
+
+
+class ErrorCode:
+    """The ``code`` values of the protocol's error frames."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+
+
+class OpenEnvError(Exception):
+    """Base class of every error raised by openenv."""
+
+
+class InvalidURL(OpenEnvError, ValueError):
+    """The base URL cannot name an OpenEnv server."""
+
+
+class ConnectError(OpenEnvError, ConnectionError):
+    """The WebSocket session could not be opened (refused, unreachable, rejected handshake)."""
+
+
+class EnvTimeout(OpenEnvError, TimeoutError):
+    """A time budget ran out (base of :class:`ConnectTimeout` and :class:`MessageTimeout`)."""
+
+
+class ConnectTimeout(EnvTimeout, ConnectError):
+    """Opening the WebSocket took longer than ``connect_timeout``."""
+
+
+class SessionLost(OpenEnvError, ConnectionError):
+    """The session's connection is gone, and with it the server-side episode.
+
+    Raised by the call during which the connection dropped, and by every later
+    ``step``/``state`` until ``reset()`` (which reconnects and starts a new
+    episode) or ``connect()`` is called.  The client never reconnects silently
+    into a fresh, un-reset session in the middle of an episode.
+    """
+
+
+class MessageTimeout(EnvTimeout, SessionLost):
+    """No reply came within ``message_timeout``.
+
+    The late reply would desynchronise the socket, so the connection is closed
+    and the session is lost.
+    """
+
+
+class SessionBusy(OpenEnvError, RuntimeError):
+    """Another call is already in flight on this session.
+
+    One session carries one request at a time; use ``new_session()`` (or another
+    ``Env``) for concurrent work.
+    """
+
+
+class EnvClosed(OpenEnvError, RuntimeError):
+    """The client was closed; create a new one."""
+
+
+class ProtocolError(OpenEnvError):
+    """The server broke the protocol (non-JSON frame, wrong reply type, ...).
+
+    The connection is closed, since its state is unknown.
+    """
+
+
+class MessageTooLarge(ProtocolError):
+    """A message exceeded a size limit (ours: ``max_message_size``, or the server's)."""
+
+
+class ServerError(OpenEnvError):
+    """The server answered with an error frame.
+
+    Attributes:
+        code: the protocol error code, such as ``"EXECUTION_ERROR"``.
+        message: the server's message.
+        details: every other field of the error frame (``errors``,
+            ``active_sessions``, ``max_sessions``, ...).
+    """
+
+    code: str
+    message: str
+    details: Dict[str, Any]
+    #: Whether the server closes the connection after this error.
+    fatal: bool = False
+
+    def __init__(self, message: str, code: str, details: Optional[Mapping[str, Any]] = None) -> None:
+        self.code = code
+        self.message = message
+        self.details = dict(details or {})
+        super().__init__(f"{message} (code: {code})")
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.code, self.details))
+
+
+class InvalidJSON(ServerError):
+    """The server could not parse our frame as JSON."""
+
+
+class UnknownMessageType(ServerError):
+    """The server does not know the frame's ``type``."""
+
+
+class ServerValidationError(ServerError):
+    """The frame or the action failed the server's validation.
+
+    ``errors`` holds the server's pydantic error objects (``type``, ``loc``, ``msg``, ...).
+    """
+
+    @property
+    def errors(self) -> list[Any]:
+        errors = self.details.get("errors")
+        return list(errors) if isinstance(errors, list) else []
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        parts = []
+        for err in self.errors[:5]:
+            if isinstance(err, dict):
+                loc = ".".join(str(p) for p in err.get("loc", ()) or ())
+                parts.append(f"{loc or '<root>'}: {err.get('msg', err)}")
+        return f"{base}: {'; '.join(parts)}" if parts else base
+
+
+class ExecutionError(ServerError):
+    """The environment raised while handling the request; the session continues."""
+
+
+class CapacityReached(ServerError):
+    """The server is at its session capacity; the connection was closed.
+
+    ``active_sessions`` and ``max_sessions`` come from the server.  Retry later,
+    close another session, or raise the server's ``MAX_CONCURRENT_ENVS``.
+    """
+
+    fatal = True
+
+    @property
+    def active_sessions(self) -> Optional[int]:
+        value = self.details.get("active_sessions")
+        return value if isinstance(value, int) else None
+
+    @property
+    def max_sessions(self) -> Optional[int]:
+        value = self.details.get("max_sessions")
+        return value if isinstance(value, int) else None
+
+
+class FactoryError(ServerError):
+    """The server could not create the environment; the connection was closed."""
+
+    fatal = True
+
+
+class SessionError(ServerError):
+    """A fatal session problem on the server; the connection was closed."""
+
+    fatal = True
+
+
+_BY_CODE: Dict[str, Type[ServerError]] = {
+    ErrorCode.INVALID_JSON: InvalidJSON,
+    ErrorCode.UNKNOWN_TYPE: UnknownMessageType,
+    ErrorCode.VALIDATION_ERROR: ServerValidationError,
+    ErrorCode.EXECUTION_ERROR: ExecutionError,
+    ErrorCode.CAPACITY_REACHED: CapacityReached,
+    ErrorCode.FACTORY_ERROR: FactoryError,
+    ErrorCode.SESSION_ERROR: SessionError,
+}
+
+
+def error_from_frame(data: Any) -> ServerError:
+    """Build the exception for the ``data`` of an ``error`` frame."""
+    if not isinstance(data, dict):
+        return ServerError(f"malformed error frame: {data!r:.200}", "UNKNOWN")
+    message = str(data.get("message", ""))
+    code = str(data.get("code", "UNKNOWN"))
+    details = {k: v for k, v in data.items() if k not in ("message", "code")}
+    return _BY_CODE.get(code, ServerError)(message, code, details)
+
+
+# --- provider errors ---
+#
+# Raised while starting, watching or removing the server of a session (a Docker
+# container, a process, ...), never by a session's protocol traffic.
+
+
+def _tail_text(logs: str, limit: int = 4000) -> str:
+    logs = (logs or "").rstrip()
+    return logs if len(logs) <= limit else "..." + logs[-limit:]
+
+
+class ProviderError(OpenEnvError):
+    """Starting, inspecting or stopping an environment's server failed."""
+
+
+class DockerUnavailable(ProviderError, ConnectionError):
+    """No Docker engine answered (or the ``docker`` package is not installed)."""
+
+
+class ImageNotFound(ProviderError, LookupError):
+    """The image is not present locally, or the registry does not have it.
+
+    Attributes:
+        image: the image reference as given.
+    """
+
+    image: str
+
+    def __init__(self, message: str, image: str = "") -> None:
+        self.image = image
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.image))
+
+
+class PortNotPublished(ProviderError, LookupError):
+    """The container has no host binding for the port the server listens on."""
+
+
+class ContainerExited(ProviderError):
+    """The container stopped before it became ready.
+
+    Attributes:
+        container: the container's name (or id).
+        exit_code: its exit code, when Docker reported one.
+        logs: the last lines of its output (stdout and stderr).
+    """
+
+    container: str
+    exit_code: Optional[int]
+    logs: str
+
+    def __init__(self, container: str, exit_code: Optional[int], logs: str = "", status: str = "exited") -> None:
+        self.container = container
+        self.exit_code = exit_code
+        self.logs = logs or ""
+        self.status = status
+        code = "unknown" if exit_code is None else str(exit_code)
+        msg = f"container {container} {status} before it became ready (exit code {code})"
+        tail = _tail_text(self.logs)
+        if tail:
+            msg += "; last log lines:\n" + tail
+        else:
+            msg += "; it printed nothing"
+        super().__init__(msg)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.container, self.exit_code, self.logs, self.status))
+
+
+class ReadinessTimeout(ProviderError, EnvTimeout):
+    """The server did not answer its health check within the time budget.
+
+    Attributes:
+        logs: the last lines of the server's output, when known.
+    """
+
+    logs: str
+
+    def __init__(self, message: str, logs: str = "") -> None:
+        self.logs = logs or ""
+        tail = _tail_text(self.logs)
+        super().__init__(f"{message}; last log lines:\n{tail}" if tail else message)
+        self.message = message
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.logs))
+
+
+__all__ += [
+    "ProviderError",
+    "DockerUnavailable",
+    "ImageNotFound",
+    "PortNotPublished",
+    "ContainerExited",
+    "ReadinessTimeout",
+]

@@ -1,0 +1,136 @@
+"""Frame encoding and reply checking for the session WebSocket (``/ws``).
+
+Every request gets exactly one reply; a reply of the wrong ``type`` is a
+:class:`~openenv.ProtocolError`, never silently returned.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Mapping, Optional, Union
+
+from .errors import MessageTooLarge, ProtocolError, error_from_frame
+from .models import StepResult
+
+__all__ = [
+    "encode_reset",
+    "encode_step",
+    "encode_mcp",
+    "STATE_FRAME",
+    "CLOSE_FRAME",
+    "OBSERVATION",
+    "STATE",
+    "MCP",
+    "decode_reply",
+    "parse_step_result",
+    "describe_close",
+]
+
+OBSERVATION = "observation"
+STATE = "state"
+MCP = "mcp"
+
+STATE_FRAME = '{"type":"state"}'
+CLOSE_FRAME = '{"type":"close"}'
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_loads = json.loads
+
+
+def _encode(kind: str, data: Any) -> str:
+    try:
+        return _dumps({"type": kind, "data": data})
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cannot send this {kind} payload as JSON: {exc}") from None
+
+
+def encode_reset(kwargs: Mapping[str, Any]) -> str:
+    """The ``reset`` frame; ``kwargs`` are passed to the environment's ``reset``."""
+    return _encode("reset", dict(kwargs))
+
+
+def encode_step(action: Mapping[str, Any]) -> str:
+    """The ``step`` frame carrying the action object itself."""
+    if not isinstance(action, Mapping):
+        raise TypeError(f"an action payload must be a JSON object (dict), not {type(action).__name__}")
+    return _encode("step", action)
+
+
+def encode_mcp(request: Mapping[str, Any]) -> str:
+    """The ``mcp`` frame carrying a JSON-RPC 2.0 request."""
+    return _encode("mcp", request)
+
+
+def decode_reply(raw: Union[str, bytes], expected: str) -> Dict[str, Any]:
+    """Check one reply frame and return its ``data`` object.
+
+    Raises:
+        ServerError: (a subclass by code) for an ``error`` frame.
+        ProtocolError: for a binary or non-JSON frame, a frame that is not an
+            object, or a reply whose ``type`` does not answer the request.
+    """
+    if not isinstance(raw, str):
+        raise ProtocolError(f"the server sent a binary frame of {len(raw)} bytes; OpenEnv frames are text")
+    try:
+        message = _loads(raw)
+    except ValueError as exc:
+        raise ProtocolError(f"the server sent a frame that is not JSON ({exc}): {raw[:120]!r}") from None
+    if type(message) is not dict:
+        raise ProtocolError(f"the server sent a frame that is not a JSON object: {raw[:120]!r}")
+    kind = message.get("type")
+    data = message.get("data")
+    if kind == expected:
+        if type(data) is not dict:
+            raise ProtocolError(f"the server's {kind!r} frame has no data object: {raw[:120]!r}")
+        return data
+    if kind == "error":
+        raise error_from_frame(data)
+    raise ProtocolError(f"expected a {expected!r} reply, the server sent {kind!r}: {raw[:120]!r}")
+
+
+def parse_step_result(data: Mapping[str, Any]) -> StepResult[Dict[str, Any]]:
+    """Turn the ``data`` of an ``observation`` frame into a generic :class:`StepResult`.
+
+    ``metadata`` is taken from the top level, else from the observation, else
+    ``{}`` (0.10 servers omit the top-level key when empty; 0.3 servers send
+    none; HTTP replies send ``null``).  ``reward`` becomes a float or ``None``.
+    """
+    observation = data.get("observation")
+    if type(observation) is not dict:
+        raise ProtocolError(f"step result without an observation object: {str(data)[:120]}")
+    metadata = data.get("metadata")
+    if metadata is None:
+        metadata = observation.get("metadata")
+    if type(metadata) is not dict:
+        metadata = {}
+    return StepResult(observation, _reward(data.get("reward")), bool(data.get("done", False)), metadata)
+
+
+def _reward(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"reward is not a number: {value!r:.80}") from None
+
+
+def describe_close(code: Optional[int], reason: str) -> str:
+    """A readable account of a WebSocket close code."""
+    if code is None:
+        return "the connection dropped without a close frame"
+    text = f"close code {code}" + (f" ({reason})" if reason else "")
+    return text
+
+
+def too_large(limit: int, *, ours: bool) -> MessageTooLarge:
+    """The error for a message over a size limit."""
+    if ours:
+        return MessageTooLarge(
+            f"the server sent a message larger than max_message_size={limit} bytes; "
+            "pass a larger max_message_size to Env(...)"
+        )
+    return MessageTooLarge(
+        "the server refused our message as too large (close code 1009); "
+        "send a smaller action or raise the server's limit"
+    )

@@ -1,0 +1,147 @@
+"""URL rules: base URL → WebSocket and HTTP endpoints, and Hugging Face Space names."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+from .errors import InvalidURL
+
+__all__ = [
+    "Endpoints",
+    "parse_base_url",
+    "is_local_host",
+    "space_subdomain",
+    "space_url",
+    "space_image",
+    "redact_url",
+    "DEFAULT_SPACE_REGISTRY",
+]
+
+_HTTP_FOR = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
+_WS_FOR = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+
+DEFAULT_SPACE_REGISTRY = "registry.hf.space"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """The URLs of one OpenEnv server, derived from a user's base URL.
+
+    Attributes:
+        base_url: the normalised base URL (scheme lower-cased, trailing ``/``
+            and a trailing ``/ws`` removed, query kept).
+        ws_url: the session WebSocket URL (``.../ws``, query kept).
+        http_url: the HTTP root for ``/health``, ``/schema`` and friends.
+        host: the host name or address.
+        is_local: whether the host is loopback or a private address.
+    """
+
+    base_url: str
+    ws_url: str
+    http_url: str
+    host: str
+    is_local: bool
+
+    def http(self, path: str) -> str:
+        """The HTTP URL of ``path`` (such as ``"/health"``) on this server."""
+        return self.http_url + path
+
+
+def _split(url: str) -> SplitResult:
+    if not isinstance(url, str):
+        raise InvalidURL(f"base_url must be a str, not {type(url).__name__}")
+    text = url.strip()
+    if not text:
+        raise InvalidURL("base_url is empty; expected something like 'http://127.0.0.1:8000'")
+    if "://" not in text:
+        text = "http://" + text
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise InvalidURL(f"invalid base_url {redact_url(url)!r}: {exc}") from None
+    return parts
+
+
+def parse_base_url(url: str) -> Endpoints:
+    """Normalise a base URL and derive the endpoint URLs.
+
+    ``http(s)://`` and ``ws(s)://`` are accepted (any case); a URL without a
+    scheme is taken as ``http://``.  A trailing ``/ws`` is accepted and not
+    doubled, path prefixes and query strings are kept, fragments are dropped.
+
+    Raises:
+        InvalidURL: for another scheme, a missing host or a bad port.
+    """
+    parts = _split(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _WS_FOR:
+        raise InvalidURL(
+            f"unsupported scheme {parts.scheme!r} in base_url {redact_url(url)!r}; "
+            "use http://, https://, ws:// or wss://"
+        )
+    host = parts.hostname or ""
+    if not host:
+        raise InvalidURL(f"base_url {redact_url(url)!r} has no host")
+    path = parts.path.rstrip("/")
+    if path.endswith("/ws"):
+        path = path[: -len("/ws")].rstrip("/")
+    netloc = parts.netloc
+    base_url = urlunsplit((scheme, netloc, path, parts.query, ""))
+    ws_url = urlunsplit((_WS_FOR[scheme], netloc, path + "/ws", parts.query, ""))
+    http_url = urlunsplit((_HTTP_FOR[scheme], netloc, path, "", ""))
+    return Endpoints(base_url, ws_url, http_url, host, is_local_host(host))
+
+
+def is_local_host(host: str) -> bool:
+    """Whether ``host`` is ``localhost``, a loopback, private or link-local address.
+
+    Host names other than ``localhost`` count as remote (nothing is resolved).
+    """
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def redact_url(url: str) -> str:
+    """``url`` without any ``user:password@`` credentials, for messages and reprs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid url>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
+_SPACE_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
+
+
+def space_subdomain(repo_id: str) -> str:
+    """Map a Space id ``owner/name`` to its subdomain, as OpenEnv 0.10 does.
+
+    Lower-cases and replaces every character outside ``[a-z0-9]`` with ``-``:
+    ``"Org/My.Space_v2"`` → ``"org-my-space-v2"``.
+    """
+    if not isinstance(repo_id, str) or not _SPACE_ID.match(repo_id.strip()):
+        raise InvalidURL(f"not a Hugging Face Space id: {repo_id!r}; expected 'owner/name'")
+    return re.sub(r"[^a-z0-9]", "-", repo_id.strip().lower())
+
+
+def space_url(repo_id: str) -> str:
+    """The hosted URL of a Space: ``https://<subdomain>.hf.space``."""
+    return f"https://{space_subdomain(repo_id)}.hf.space"
+
+
+def space_image(repo_id: str, tag: str = "latest", registry: str = DEFAULT_SPACE_REGISTRY) -> str:
+    """The Docker image of a Space: ``<registry>/<subdomain>:<tag>``."""
+    return f"{registry.rstrip('/')}/{space_subdomain(repo_id)}:{tag}"

@@ -1,0 +1,76 @@
+"""The async half of the per-side primitives (the sync half is ``_shim_sync``).
+
+The only hand-written code that differs by flavour.  Both modules export the
+same names with the same parameters; ``tests/test_shims.py`` checks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any, Callable, Optional, TypeVar
+
+from websockets.asyncio.client import ClientConnection as WebSocket
+from websockets.asyncio.client import connect as _connect
+
+__all__ = ["WebSocket", "sleep", "run_blocking", "run_cleanup", "ws_connect", "ws_recv", "ws_abandon", "loop_token"]
+
+T = TypeVar("T")
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep without blocking the event loop."""
+    await asyncio.sleep(seconds)
+
+
+async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call in a worker thread."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run blocking teardown in a worker thread; cancelling the caller does not stop it."""
+    return await asyncio.shield(asyncio.to_thread(fn, *args, **kwargs))
+
+
+def ws_connect(url: str, **options: Any) -> Any:
+    """A WebSocket connection to enter with ``enter_async_context``."""
+    return _connect(url, **options)
+
+
+if sys.version_info >= (3, 11):
+
+    async def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+        """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
+        if timeout is None:
+            return await ws.recv()
+        async with asyncio.timeout(timeout):
+            return await ws.recv()
+
+else:  # pragma: no cover - Python 3.10
+
+    async def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+        """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
+        try:
+            return await asyncio.wait_for(ws.recv(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError from None
+
+
+def ws_abandon(ws: WebSocket) -> None:
+    """Drop a connection at once, without a closing handshake."""
+    transport = ws.transport
+    try:
+        transport.abort()
+        return
+    except RuntimeError:  # its event loop is closed: nobody will ever close the socket
+        pass
+    sock = getattr(transport, "_sock", None)
+    if sock is not None:
+        sock.close()
+        transport._sock = None  # type: ignore[attr-defined]
+
+
+def loop_token() -> object:
+    """Identifies the running event loop (connections are bound to it)."""
+    return asyncio.get_running_loop()

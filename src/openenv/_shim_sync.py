@@ -1,0 +1,54 @@
+"""The sync half of the per-side primitives (the async half is ``_shim_async``).
+
+Same names and parameters as ``_shim_async``; nothing here imports asyncio.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional, TypeVar
+
+from websockets.sync.client import ClientConnection as WebSocket
+from websockets.sync.client import connect as _connect
+
+__all__ = ["WebSocket", "sleep", "run_blocking", "run_cleanup", "ws_connect", "ws_recv", "ws_abandon", "loop_token"]
+
+T = TypeVar("T")
+
+
+def sleep(seconds: float) -> None:
+    """Sleep."""
+    time.sleep(seconds)
+
+
+def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call (directly: there is no event loop to protect)."""
+    return fn(*args, **kwargs)
+
+
+def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run blocking teardown."""
+    return fn(*args, **kwargs)
+
+
+def ws_connect(url: str, **options: Any) -> Any:
+    """A WebSocket connection to enter with ``enter_context``."""
+    return _connect(url, **options)
+
+
+def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+    """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
+    return ws.recv(timeout=timeout)
+
+
+def ws_abandon(ws: WebSocket) -> None:
+    """Drop a connection at once, without a closing handshake."""
+    try:
+        ws.close_socket()
+    except Exception:
+        pass
+
+
+def loop_token() -> object:
+    """Identifies the running event loop; there is none on this side."""
+    return None

@@ -1,0 +1,10 @@
+"""The asyncio client: ``from openenv.aio import Env``.
+
+Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
+"""
+
+from . import __all__ as _shared
+from . import *  # noqa: F403 - the shared errors, models and codecs
+from ._async import Env
+
+__all__ = ["Env", *_shared]

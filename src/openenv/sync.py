@@ -1,0 +1,10 @@
+"""The blocking client: ``from openenv.sync import Env``.
+
+Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
+"""
+
+from . import __all__ as _shared
+from . import *  # noqa: F403 - the shared errors, models and codecs
+from ._sync import Env
+
+__all__ = ["Env", *_shared]

@@ -1,0 +1,70 @@
+"""Fixtures shared by every suite: real servers on 127.0.0.1, in threads, never on a test's event loop."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Callable, Iterator, List
+
+import pytest
+
+from openenv.server import EnvServer
+from openenv.server.echo import EchoEnvironment
+
+from .envs import CounterEnv, ScriptServer
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def echo_server() -> Iterator[EnvServer]:
+    with EnvServer(EchoEnvironment, host="127.0.0.1", port=0, max_sessions=64) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def counter_server() -> Iterator[EnvServer]:
+    with EnvServer(CounterEnv, host="127.0.0.1", port=0, max_sessions=64) as server:
+        yield server
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[..., EnvServer]]:
+    """Start extra servers (stopped at the end of the test): ``server_factory(CounterEnv, max_sessions=1)``."""
+    started: List[EnvServer] = []
+
+    def start(factory: Any = CounterEnv, **kwargs: Any) -> EnvServer:
+        kwargs.setdefault("host", "127.0.0.1")
+        kwargs.setdefault("port", 0)
+        server = EnvServer(factory, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in reversed(started):
+        server.stop()
+
+
+@pytest.fixture
+def script_server() -> Iterator[Callable[[Callable[[str], Any]], ScriptServer]]:
+    """Start raw WebSocket servers that answer frames with a script."""
+    started: List[ScriptServer] = []
+
+    def start(reply: Callable[[str], Any]) -> ScriptServer:
+        server = ScriptServer(reply)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A loopback port with nothing listening on it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

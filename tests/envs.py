@@ -1,0 +1,116 @@
+"""Environments and raw servers used by the tests (flavour-neutral, hand-written)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable, Iterator, List, Optional
+
+from pydantic import Field
+from websockets.sync.server import Server, ServerConnection, serve
+
+from openenv._core.models import Action, Observation, State
+from openenv.server import Environment
+
+
+class CounterAction(Action):
+    delta: int = Field(le=100)
+    sleep: float = 0.0
+    size: int = 0
+
+
+class CounterObservation(Observation):
+    count: int = 0
+    note: str = ""
+    blob: str = ""
+
+
+class CounterState(State):
+    total: int = 0
+
+
+class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
+    """Counts; ``delta == 99`` raises, ``sleep`` delays the step, ``size`` pads the observation."""
+
+    action_type = CounterAction
+    observation_type = CounterObservation
+    state_type = CounterState
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = CounterState()
+        self._count = 0
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, start: int = 0) -> CounterObservation:
+        self._state = CounterState(episode_id=episode_id or "ep", step_count=0, total=start)
+        self._count = start
+        return CounterObservation(count=start, note=f"seed={seed}", metadata={"reset": True})
+
+    def step(self, action: CounterAction) -> CounterObservation:
+        if action.delta == 99:
+            raise RuntimeError("boom: delta 99 is cursed")
+        if action.sleep:
+            time.sleep(action.sleep)
+        self._count += action.delta
+        self._state.step_count += 1
+        self._state.total = self._count
+        meta = {"step": self._state.step_count} if action.delta else {}
+        return CounterObservation(
+            count=self._count,
+            reward=action.delta,
+            done=self._count >= 10,
+            metadata=meta,
+            blob="x" * action.size,
+        )
+
+    @property
+    def state(self) -> CounterState:
+        return self._state
+
+
+class ScriptServer:
+    """A raw WebSocket server on 127.0.0.1 that answers each frame with ``reply(frame)``.
+
+    ``reply`` returns a str/bytes to send, ``None`` to stay silent, or a list of them.
+    """
+
+    def __init__(self, reply: Callable[[str], Any]) -> None:
+        self.reply = reply
+        self.received: List[str] = []
+        self.headers: List[Any] = []
+        self._server: Server = serve(self._handler, "127.0.0.1", 0)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.port = self._server.socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _handler(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        self.headers.append(ws.request.headers)
+        try:
+            for message in ws:
+                self.received.append(message if isinstance(message, str) else repr(message))
+                out = self.reply(message)
+                for item in out if isinstance(out, list) else [out]:
+                    if item is not None:
+                        ws.send(item)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+
+def reply_ok(frame: str) -> str:
+    """A well-behaved minimal reply for any request frame."""
+    kind = json.loads(frame).get("type")
+    if kind == "state":
+        return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
+    return json.dumps({"type": "observation", "data": {"observation": {}, "reward": None, "done": False}})
+
+
+def threads_of_ours() -> Iterator[threading.Thread]:
+    """Live threads, excluding the test servers' own."""
+    return iter(threading.enumerate())

@@ -1,0 +1,72 @@
+"""Behaviour only the async twin has: cancellation, event-loop binding, many sessions on one loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from openenv.aio import Env, SessionLost
+
+from .envs import CounterEnv
+
+
+async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=2)
+    env = Env(server.url)
+    await env.reset(start=1)
+    task = asyncio.create_task(env.step({"delta": 1, "sleep": 1.0}))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not env.connected
+    with pytest.raises(SessionLost, match="interrupted"):
+        await env.step({"delta": 1})
+    assert (await env.reset(start=3)).observation["count"] == 3
+    await env.close()
+
+
+async def test_timeout_from_the_caller_is_cancellation(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=2)
+    async with Env(server.url) as env:
+        await env.reset()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(env.step({"delta": 1, "sleep": 1.0}), 0.2)
+        with pytest.raises(SessionLost):
+            await env.state()
+
+
+def test_a_connection_is_never_reused_on_another_loop(echo_server: Any) -> None:
+    env = Env(echo_server.url)
+
+    async def first() -> None:
+        await env.connect()  # connected, no episode yet
+
+    async def second() -> str:
+        result = await env.reset()  # reconnects on this loop: nothing was lost
+        await env.step({"message": "loop2"})
+        return str(result.observation["echoed_message"])
+
+    async def third() -> None:
+        with pytest.raises(SessionLost, match="another event loop"):
+            await env.step({"message": "loop3"})
+        await env.reset()
+        await env.close()
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == "Echo environment ready!"
+    asyncio.run(third())
+
+
+async def test_many_sessions_on_one_loop(echo_server: Any) -> None:
+    async def episode(n: int) -> int:
+        async with Env(echo_server.url) as env:
+            await env.reset()
+            for i in range(10):
+                await env.step({"message": f"{n}.{i}"})
+            return int((await env.state())["step_count"])
+
+    counts = await asyncio.gather(*(episode(n) for n in range(32)))
+    assert counts == [10] * 32

@@ -1,0 +1,218 @@
+"""The sans-IO core, tested once: URL rules, frames, errors, codecs, options, the call guard."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any
+
+import pydantic
+import pytest
+
+from openenv import (
+    CapacityReached,
+    Codec,
+    ExecutionError,
+    InvalidURL,
+    ProtocolError,
+    ServerError,
+    ServerValidationError,
+    SessionBusy,
+    State,
+    StepResult,
+)
+from openenv._core import frames
+from openenv._core.errors import error_from_frame
+from openenv._core.guard import InFlight
+from openenv._core.options import ClientOptions
+from openenv._core.urls import parse_base_url, redact_url, space_image, space_subdomain, space_url
+from openenv.server.echo import EchoAction, EchoObservation
+
+
+@pytest.mark.parametrize(
+    ("given", "base", "ws"),
+    [
+        # the reference client's results, kept
+        ("http://h:8000/", "http://h:8000", "ws://h:8000/ws"),
+        ("https://h/prefix/", "https://h/prefix", "wss://h/prefix/ws"),
+        ("wss://h", "wss://h", "wss://h/ws"),
+        # where the reference client goes wrong, we do better
+        ("h:8000", "http://h:8000", "ws://h:8000/ws"),
+        ("http://h/ws", "http://h", "ws://h/ws"),
+        ("http://h/ws/", "http://h", "ws://h/ws"),
+        ("HTTP://h", "http://h", "ws://h/ws"),
+        ("http://h/?x=1", "http://h?x=1", "ws://h/ws?x=1"),
+        ("http://h/p/ws?x=1#frag", "http://h/p?x=1", "ws://h/p/ws?x=1"),
+        ("  ws://127.0.0.1:9/  ", "ws://127.0.0.1:9", "ws://127.0.0.1:9/ws"),
+        ("http://[::1]:8000", "http://[::1]:8000", "ws://[::1]:8000/ws"),
+    ],
+)
+def test_url_rules(given: str, base: str, ws: str) -> None:
+    endpoints = parse_base_url(given)
+    assert (endpoints.base_url, endpoints.ws_url) == (base, ws)
+
+
+def test_http_url_for_readonly_endpoints() -> None:
+    assert parse_base_url("wss://h/p?x=1").http("/health") == "https://h/p/health"
+    assert parse_base_url("ws://h:1").http("/schema") == "http://h:1/schema"
+
+
+@pytest.mark.parametrize("bad", ["", " ", "ftp://h", "http://", "http://h:notaport", "http://h:70000", 42])
+def test_bad_urls(bad: Any) -> None:
+    with pytest.raises(InvalidURL):
+        parse_base_url(bad)
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [("127.0.0.1", True), ("localhost", True), ("[::1]", True), ("10.1.2.3", True), ("192.168.0.2", True),
+     ("example.com", False), ("8.8.8.8", False), ("x.hf.space", False)],
+)
+def test_locality(host: str, local: bool) -> None:
+    assert parse_base_url(f"http://{host}:1").is_local is local
+
+
+def test_redact_url() -> None:
+    assert redact_url("https://u:secret@h/x") == "https://***@h/x"
+    assert redact_url("https://h/x") == "https://h/x"
+
+
+def test_space_names() -> None:
+    assert space_subdomain("openenv/echo_env") == "openenv-echo-env"
+    assert space_subdomain("Org/My.Space_v2") == "org-my-space-v2"
+    assert space_url("openenv/echo_env") == "https://openenv-echo-env.hf.space"
+    assert space_image("openenv/echo_env") == "registry.hf.space/openenv-echo-env:latest"
+    assert space_image("a/b", tag="v1", registry="127.0.0.1:5000/") == "127.0.0.1:5000/a-b:v1"
+    for bad in ["noslash", "a/b/c", "", "a /b"]:
+        with pytest.raises(InvalidURL):
+            space_subdomain(bad)
+
+
+def test_encode_frames() -> None:
+    assert json.loads(frames.encode_reset({"seed": 1})) == {"type": "reset", "data": {"seed": 1}}
+    assert json.loads(frames.encode_reset({})) == {"type": "reset", "data": {}}
+    assert json.loads(frames.encode_step({"a": "é"})) == {"type": "step", "data": {"a": "é"}}
+    assert json.loads(frames.STATE_FRAME) == {"type": "state"}
+    assert json.loads(frames.CLOSE_FRAME) == {"type": "close"}
+    request = {"jsonrpc": "2.0", "method": "tools/list", "id": 1}
+    assert json.loads(frames.encode_mcp(request)) == {"type": "mcp", "data": request}
+    with pytest.raises(TypeError, match="JSON"):
+        frames.encode_step({"x": object()})
+    with pytest.raises(TypeError, match="dict"):
+        frames.encode_step(["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_decode_reply_checks_the_type() -> None:
+    ok = json.dumps({"type": "state", "data": {"step_count": 1}})
+    assert frames.decode_reply(ok, frames.STATE) == {"step_count": 1}
+    with pytest.raises(ProtocolError, match="expected a 'observation' reply"):
+        frames.decode_reply(ok, frames.OBSERVATION)
+    for bad in ["nope", "[1]", json.dumps({"type": "state"}), json.dumps({"type": "state", "data": 3})]:
+        with pytest.raises(ProtocolError):
+            frames.decode_reply(bad, frames.STATE)
+    with pytest.raises(ProtocolError, match="binary"):
+        frames.decode_reply(b"{}", frames.STATE)
+
+
+def test_error_frames_become_typed_exceptions() -> None:
+    capacity = {
+        "message": "Server at capacity: 2/2 sessions active. Cannot accept new connections.",
+        "code": "CAPACITY_REACHED", "active_sessions": 2, "max_sessions": 2,
+    }
+    with pytest.raises(CapacityReached) as info:
+        frames.decode_reply(json.dumps({"type": "error", "data": capacity}), frames.OBSERVATION)
+    assert (info.value.active_sessions, info.value.max_sessions, info.value.fatal) == (2, 2, True)
+    validation = error_from_frame({
+        "message": "Invalid message", "code": "VALIDATION_ERROR",
+        "errors": [{"type": "less_than_equal", "loc": ["delta"], "msg": "Input should be less than or equal to 100"}],
+    })
+    assert isinstance(validation, ServerValidationError) and not validation.fatal
+    assert "delta: Input should be less than or equal to 100" in str(validation)
+    execution = error_from_frame({"message": "boom", "code": "EXECUTION_ERROR"})
+    assert isinstance(execution, ExecutionError) and str(execution) == "boom (code: EXECUTION_ERROR)"
+    odd = error_from_frame("not an object")
+    assert type(odd) is ServerError
+    again = pickle.loads(pickle.dumps(validation))
+    assert isinstance(again, ServerValidationError) and again.errors == validation.errors
+
+
+@pytest.mark.parametrize(
+    ("data", "metadata"),
+    [
+        ({"observation": {"x": 1, "metadata": {"a": 1}}, "reward": 1, "done": False, "metadata": {"a": 1}}, {"a": 1}),
+        ({"observation": {"x": 1, "metadata": {"a": 1}}, "reward": 1, "done": False}, {"a": 1}),  # only inside the observation
+        ({"observation": {"x": 1, "metadata": {}}, "reward": 1, "done": False}, {}),  # 0.10 /ws, empty
+        ({"observation": {"x": 1}, "reward": 1, "done": False}, {}),  # 0.3: no metadata anywhere
+        ({"observation": {"x": 1, "metadata": {}}, "reward": 1.0, "done": False, "metadata": None}, {}),  # HTTP
+    ],
+)
+def test_step_result_metadata_variants(data: Any, metadata: Any) -> None:
+    result = frames.parse_step_result(data)
+    assert result.metadata == metadata
+    assert result.reward == 1.0 and isinstance(result.reward, float)
+    assert result.observation["x"] == 1
+
+
+def test_step_result_reward_and_shape() -> None:
+    assert frames.parse_step_result({"observation": {}, "reward": True}).reward == 1.0
+    assert frames.parse_step_result({"observation": {}}).reward is None
+    with pytest.raises(ProtocolError):
+        frames.parse_step_result({"observation": {}, "reward": "high"})
+    with pytest.raises(ProtocolError):
+        frames.parse_step_result({"reward": 1})
+
+
+def test_generic_codec_passes_dicts_and_dumps_models() -> None:
+    codec: Codec[Any, Any, Any] = Codec()
+    assert codec._step_payload({"a": 1}) == {"a": 1}
+    assert codec._step_payload(EchoAction(message="m")) == {"metadata": {}, "message": "m"}
+    with pytest.raises(TypeError):
+        codec._step_payload(42)
+    assert codec._parse_state({"step_count": 2}) == {"step_count": 2}
+
+
+def test_typed_codec() -> None:
+    codec = Codec(action=EchoAction, observation=EchoObservation, state=State)
+    assert codec._step_payload({"message": "m"}) == {"metadata": {}, "message": "m"}
+    with pytest.raises(pydantic.ValidationError):
+        codec._step_payload({"message": 3, "nope": 1})
+    with pytest.raises(TypeError, match="EchoAction"):
+        codec._step_payload(State())
+    result = codec._parse_result(
+        {"observation": {"echoed_message": "m", "message_length": 1, "metadata": {}}, "reward": 0.1, "done": True}
+    )
+    assert isinstance(result, StepResult) and isinstance(result.observation, EchoObservation)
+    assert (result.observation.done, result.observation.reward, result.done) == (True, 0.1, True)
+    with pytest.raises(ProtocolError, match="EchoObservation"):
+        codec._parse_result({"observation": {"unexpected": 1}, "done": False})
+    state = codec._parse_state({"episode_id": "e", "step_count": 1, "extra": 5})
+    assert isinstance(state, State) and state.model_extra == {"extra": 5}
+    assert "EchoAction" in repr(codec)
+
+
+def test_in_flight_guard() -> None:
+    guard = InFlight()
+    with guard:
+        assert guard.busy
+        with pytest.raises(SessionBusy, match="new_session"):
+            with guard:
+                pass
+    assert not guard.busy
+
+
+def test_client_options() -> None:
+    options = ClientOptions(headers={"Authorization": "Bearer T0KEN"})
+    assert "T0KEN" not in repr(options)
+    local = parse_base_url("http://127.0.0.1:1")
+    remote = parse_base_url("https://x.hf.space")
+    assert options.ws_kwargs(local)["compression"] is None
+    assert options.ws_kwargs(local)["proxy"] is None
+    assert options.ws_kwargs(remote)["compression"] == "deflate"
+    assert "proxy" not in options.ws_kwargs(remote)
+    assert ClientOptions(compression=True).ws_kwargs(local)["compression"] == "deflate"
+    assert ClientOptions(compression=False).ws_kwargs(remote)["compression"] is None
+    for bad in [{"connect_timeout": -1}, {"ping_interval": "3"}, {"max_message_size": 1.5}, {"compression": "yes"}]:
+        with pytest.raises(ValueError):
+            ClientOptions(**bad)
+    with pytest.raises(TypeError):
+        ClientOptions(headers={"a": 1})  # type: ignore[dict-item]

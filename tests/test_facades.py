@@ -1,0 +1,66 @@
+"""The two facades and the two shims expose the same API."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import openenv
+import openenv.aio as aio
+import openenv.sync as sync
+from openenv import _shim_async, _shim_sync
+
+
+def test_facades_export_the_same_names() -> None:
+    assert sorted(aio.__all__) == sorted(sync.__all__)
+    for name in aio.__all__:
+        assert hasattr(aio, name) and hasattr(sync, name), name
+        if name != "Env":
+            assert getattr(aio, name) is getattr(sync, name) is getattr(openenv, name)
+
+
+def _public_methods(cls: type) -> dict[str, object]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls)
+        if not name.startswith("_") or name in ("__init__", "_step_payload", "_parse_result", "_parse_state")
+    }
+
+
+def test_env_twins_have_the_same_api() -> None:
+    a, s = _public_methods(aio.Env), _public_methods(sync.Env)
+    assert sorted(a) == sorted(s)
+    for name, member in a.items():
+        other = s[name]
+        if isinstance(member, property):
+            assert isinstance(other, property), name
+            assert member.__doc__ == other.__doc__, name
+            continue
+        assert inspect.signature(member) == inspect.signature(other), name  # type: ignore[arg-type]
+        assert inspect.getdoc(member) == inspect.getdoc(other), name
+        assert inspect.iscoroutinefunction(other) is False, name
+    assert inspect.getdoc(aio.Env) == inspect.getdoc(sync.Env)
+    for name in ("connect", "disconnect", "close", "reset", "step", "state", "new_session"):
+        assert inspect.iscoroutinefunction(getattr(aio.Env, name)), name
+
+
+def test_shims_match() -> None:
+    assert sorted(_shim_async.__all__) == sorted(_shim_sync.__all__)
+    for name in _shim_async.__all__:
+        a, s = getattr(_shim_async, name), getattr(_shim_sync, name)
+        if inspect.isfunction(a):
+            assert inspect.signature(a).parameters.keys() == inspect.signature(s).parameters.keys(), name
+            assert not inspect.iscoroutinefunction(s), name
+
+
+def test_importing_openenv_loads_no_flavour() -> None:
+    code = "import openenv, sys; print(sorted(m for m in sys.modules if m.startswith('openenv.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "openenv._async" not in out and "openenv._sync" not in out and "docker" not in out
+
+
+def test_sync_facade_never_imports_asyncio() -> None:
+    code = "import openenv.sync, sys; print('asyncio' in sys.modules, 'docker' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

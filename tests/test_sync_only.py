@@ -1,0 +1,100 @@
+"""Behaviour only the blocking twin has: no asyncio, no leaked threads, Ctrl-C, use inside a loop."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from openenv.sync import Env, SessionLost
+
+from .envs import CounterEnv
+
+
+def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys, threading
+        from openenv.sync import Env
+        before = {{t.ident for t in threading.enumerate()}}
+        with Env("{echo_server.url}") as env:
+            env.reset()
+            for i in range(3):
+                env.step({{"message": str(i)}})
+            env.state()
+            child = env.new_session()
+            child.reset()
+        left = [t.name for t in threading.enumerate() if t.ident not in before]
+        print("asyncio" in sys.modules, left)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(None, 1) == ["False", "[]\n"]
+
+
+def test_no_thread_outlives_close(echo_server: Any) -> None:
+    before = set(threading.enumerate())
+    env = Env(echo_server.url)
+    env.reset()
+    env.step({"message": "x"})
+    assert len(set(threading.enumerate()) - before) >= 1  # websockets' reader (and keepalive) threads
+    env.close()
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_ctrl_c_during_a_step_loses_the_session_cleanly(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=2)
+    env = Env(server.url)
+    env.reset(start=1)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        env.step({"delta": 1, "sleep": 1.5})
+    timer.join()
+    assert not env.connected
+    with pytest.raises(SessionLost, match="interrupted"):
+        env.step({"delta": 1})
+    assert env.reset(start=9).observation["count"] == 9
+    env.close()
+
+
+def test_works_inside_a_running_event_loop(echo_server: Any) -> None:
+    """Notebooks run code inside a loop; the blocking twin does not care."""
+
+    async def main() -> str:
+        with Env(echo_server.url) as env:
+            env.reset()
+            return str(env.step({"message": "in-loop"}).observation["echoed_message"])
+
+    assert asyncio.run(main()) == "in-loop"
+
+
+def test_separate_sessions_from_many_threads(echo_server: Any) -> None:
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            with Env(echo_server.url) as env:
+                env.reset()
+                for i in range(20):
+                    assert env.step({"message": f"{n}-{i}"}).observation["echoed_message"] == f"{n}-{i}"
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
