@@ -5,6 +5,6 @@ Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
 
 from . import __all__ as _shared
 from . import *  # noqa: F403 - the shared errors, models and codecs
-from ._sync import Env
+from ._sync import DockerProvider, Env, ProcessProvider, Provider, ServerProvider
 
-__all__ = ["Env", *_shared]
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]

@@ -2,5 +2,6 @@
 """The hand-written client (the source of the generated blocking twin)."""
 
 from .env import Env
+from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 
-__all__ = ["Env"]
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider"]

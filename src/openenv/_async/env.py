@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Dict, Generic, List, Mapping, Optional, Type, Union
+import os
+import sys
+from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Type, Union
 
-from typing_extensions import Self, TypeVar
+from typing_extensions import Self, TypeVar, Unpack
 from websockets.exceptions import ConnectionClosed
 
 from .._core import frames
@@ -16,9 +18,11 @@ from .._core.codec import GENERIC, Codec
 from .._core.errors import EnvClosed, MessageTimeout, ProtocolError, ServerError, SessionLost
 from .._core.guard import InFlight
 from .._core.models import StepResult
-from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, closed_error, connect_error
+from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
+from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
+from .providers import DockerProvider, ProcessProvider, Provider
 
 __all__ = ["Env"]
 
@@ -204,6 +208,134 @@ class Env(Generic[ActT, ObsT, StateT]):
         self._children.append(child)
         return child
 
+    # -- one-line constructors ---------------------------------------------------
+
+    @classmethod
+    async def from_provider(
+        cls,
+        provider: Provider,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Start a server with ``provider``, wait until it is healthy, and return a connected client.
+
+        Closing the client stops the provider.  A failure anywhere (start,
+        readiness, connect), an exception or a cancellation stops it before
+        the error propagates, so nothing is left running.
+
+        Args:
+            provider: any object with ``start``, ``wait_until_ready`` and ``stop``
+                (see :class:`~openenv.providers.Provider`).
+            codec: as for ``Env(...)``.
+            ready_timeout: seconds for the server to answer ``GET /health``.
+            **options: the connection options of ``Env(...)``.
+        """
+        try:
+            base_url = await provider.start()
+            await provider.wait_until_ready(base_url, ready_timeout)
+            env = cls(base_url, codec=codec, **options)
+        except BaseException:
+            await provider.stop()
+            raise
+        env._resources.push_async_callback(provider.stop)
+        try:
+            await env.connect()
+        except BaseException:
+            await env.close()
+            raise
+        return env
+
+    @classmethod
+    async def from_docker_image(
+        cls,
+        image: str,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        env_vars: Optional[Mapping[str, str]] = None,
+        run_options: Optional[Mapping[str, Any]] = None,
+        port: Optional[int] = None,
+        pull: Optional[bool] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Run ``image`` in a local Docker engine and return a client connected to it.
+
+        The container port 8000 is published on 127.0.0.1 with a port Docker
+        picks (or ``port``); the client waits for ``GET /health``, connects,
+        and removes the container when closed.  If anything fails, the
+        container is removed and the error says why (with the container's
+        exit code and last log lines when it died).
+
+        Args:
+            image: the image reference, such as ``"echo-env:latest"``.
+            codec: as for ``Env(...)``.
+            env_vars: environment variables for the container.
+            run_options: extra docker-py ``containers.create`` options
+                (``mem_limit``, ``nano_cpus``, ``volumes``, ...).
+            port: a fixed host port.
+            pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
+            ready_timeout: seconds for the server to become healthy.
+            **options: the connection options of ``Env(...)``.
+
+        Raises:
+            ImageNotFound, ContainerExited, ReadinessTimeout, DockerUnavailable:
+                what went wrong during bootstrap.
+        """
+        provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
+        return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
+
+    @classmethod
+    async def from_env(
+        cls,
+        source: str,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        use_docker: bool = True,
+        provider: Optional[Provider] = None,
+        tag: str = "latest",
+        registry: Optional[str] = None,
+        env_vars: Optional[Mapping[str, str]] = None,
+        port: Optional[int] = None,
+        command: Optional[Sequence[str]] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
+
+        * ``"https://owner-name.hf.space"`` or any ``http(s)://``/``ws(s)://``
+          URL: connect to the running server (no local resources).  For
+          ``*.hf.space`` hosts, ``$HF_TOKEN`` is sent as a bearer token.
+        * a local directory: run its server as a local process on 127.0.0.1
+          (no Docker): ``python -m uvicorn <app>`` with the ``app`` of its
+          ``openenv.yaml`` (default ``server.app:app``), using the checkout's
+          ``.venv`` Python when it has one; ``command`` overrides the command
+          (``{host}`` and ``{port}`` are filled in).
+        * ``"owner/name"``: with ``use_docker`` (default) run the Space's image
+          ``<registry>/<subdomain>:<tag>``, pulled when missing (registry:
+          ``registry``, else ``$OPENENV_SPACE_REGISTRY``, else
+          ``registry.hf.space``); without it, connect to the hosted Space.
+
+        ``provider`` replaces all of that with your own provider.  The other
+        arguments are as for :meth:`from_docker_image`.
+        """
+        if provider is None:
+            where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
+            if where.kind == "url":
+                headers = hosted_headers(where.target, options.pop("headers", None))
+                env = cls(where.target, codec=codec, headers=headers, **options)
+                try:
+                    return await env.connect()
+                except BaseException:
+                    await env.close()
+                    raise
+            if where.kind == "image":
+                provider = DockerProvider(where.target, env_vars=env_vars, port=port)
+            else:
+                provider = _checkout_provider(where.target, command, env_vars, port)
+        return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
+
     # -- the protocol ----------------------------------------------------------
 
     async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
@@ -328,7 +460,10 @@ class Env(Generic[ActT, ObsT, StateT]):
                 ws = await self._session(starts_episode)
                 had_episode = self._episode
                 try:
-                    await ws.send(frame)
+                    try:
+                        await ws.send(frame)
+                    except ConnectionClosed:
+                        pass  # the server may have said why before closing (CAPACITY_REACHED): read it
                     raw = await ws_recv(ws, self._options.message_timeout)
                 except ConnectionClosed as exc:
                     error = closed_error(exc, what, self._options.max_message_size, had_episode)
@@ -360,3 +495,19 @@ class Env(Generic[ActT, ObsT, StateT]):
                     self._episode = True
                 return data
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _checkout_provider(
+    directory: str,
+    command: Optional[Sequence[str]],
+    env_vars: Optional[Mapping[str, str]],
+    port: Optional[int],
+) -> ProcessProvider:
+    """The process provider for an environment checkout directory."""
+    if command is None:
+        venv_python = os.path.join(directory, ".venv", "bin", "python")
+        python = venv_python if os.path.exists(venv_python) else sys.executable
+        app = checkout_app(directory)
+        command = [python, "-m", "uvicorn", app, "--host", "{host}", "--port", "{port}"]
+    env = {"PYTHONPATH": directory, **(env_vars or {})}
+    return ProcessProvider(command, cwd=directory, env=env, port=port)

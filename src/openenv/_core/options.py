@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional
 
+from typing_extensions import TypedDict
+
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
@@ -16,7 +18,7 @@ from .errors import ConnectError, ConnectTimeout, InvalidURL, MessageTooLarge, O
 from .frames import describe_close
 from .urls import Endpoints, redact_url
 
-__all__ = ["ClientOptions", "connect_error", "closed_error", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["ClientOptions", "EnvOptions", "connect_error", "closed_error", "DEFAULT_MAX_MESSAGE_SIZE"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
@@ -141,3 +143,15 @@ def closed_error(exc: ConnectionClosed, what: str, max_size: Optional[int], epis
         else "no episode was in progress"
     )
     return SessionLost(f"the connection closed during {what} ({describe_close(code, reason)}); {tail}")
+
+
+class EnvOptions(TypedDict, total=False):
+    """The connection options of ``Env(...)``, accepted by its other constructors too."""
+
+    connect_timeout: Optional[float]
+    message_timeout: Optional[float]
+    max_message_size: Optional[int]
+    ping_interval: Optional[float]
+    ping_timeout: Optional[float]
+    headers: Optional[Mapping[str, str]]
+    compression: Optional[bool]

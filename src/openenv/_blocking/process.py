@@ -1,0 +1,106 @@
+"""Loop-free steps for running an environment server as a local child process.
+
+Shared by both twins: the async twin reaches these through ``run_blocking`` /
+``run_cleanup``, the sync twin calls them directly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import IO, Mapping, Optional, Sequence
+
+from .._core.errors import ProviderError
+
+__all__ = ["ChildProcess", "free_port", "start_process", "stop_process", "output_tail"]
+
+
+@dataclass
+class ChildProcess:
+    """A started server process and the file its output goes to."""
+
+    popen: "subprocess.Popen[bytes]"
+    log: IO[bytes]
+    command: Sequence[str]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def exit_code(self) -> Optional[int]:
+        """The exit code, or ``None`` while it runs."""
+        return self.popen.poll()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def start_process(
+    command: Sequence[str],
+    *,
+    cwd: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+) -> ChildProcess:
+    """Start ``command`` in its own process group, its output in a temporary file."""
+    log = tempfile.TemporaryFile(prefix="openenv-server-")
+    environment = dict(os.environ)
+    environment.update(env or {})
+    try:
+        popen = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        log.close()
+        raise ProviderError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
+    return ChildProcess(popen, log, list(command))
+
+
+def output_tail(child: ChildProcess, lines: int = 20, limit: int = 4000) -> str:
+    """The last lines the process wrote (stdout and stderr together)."""
+    try:
+        child.log.flush()
+        size = child.log.seek(0, os.SEEK_END)
+        child.log.seek(max(0, size - limit))
+        text = child.log.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_process(child: ChildProcess, timeout: float = 5.0) -> None:
+    """Stop the whole process group: SIGTERM, then SIGKILL after ``timeout``; idempotent."""
+    popen = child.popen
+    if popen.poll() is None:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(popen.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                popen.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    else:
+        try:  # the leader is gone; its group may not be
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        child.log.close()
+    except OSError:
+        pass

@@ -1,0 +1,42 @@
+"""Deadlines and backoff schedules (pure arithmetic on a monotonic clock)."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator, Optional
+
+__all__ = ["Deadline", "backoff"]
+
+
+class Deadline:
+    """A time budget: ``Deadline(5.0)`` expires five seconds from now; ``Deadline(None)`` never does."""
+
+    __slots__ = ("_end", "timeout")
+
+    def __init__(self, timeout: Optional[float]) -> None:
+        self.timeout = timeout
+        self._end = None if timeout is None else time.monotonic() + timeout
+
+    def remaining(self) -> Optional[float]:
+        """Seconds left (never negative), or ``None`` for no limit."""
+        if self._end is None:
+            return None
+        return max(0.0, self._end - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        """Whether the budget is spent."""
+        return self._end is not None and time.monotonic() >= self._end
+
+    def cap(self, seconds: float) -> float:
+        """``seconds``, or less if the deadline comes first."""
+        left = self.remaining()
+        return seconds if left is None else min(seconds, left)
+
+
+def backoff(first: float = 0.01, factor: float = 1.5, ceiling: float = 0.25) -> Iterator[float]:
+    """Delays for polling: short at first (a server is often up within milliseconds), then capped."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * factor, ceiling)

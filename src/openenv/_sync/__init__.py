@@ -1,0 +1,7 @@
+# GENERATED from src/openenv/_async/__init__.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The hand-written client (the source of the generated blocking twin)."""
+
+from .env import Env
+from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider"]

@@ -1,0 +1,513 @@
+# GENERATED from src/openenv/_async/env.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The session client: one ``Env`` is one environment session on an OpenEnv server."""
+
+from __future__ import annotations
+
+import copy
+from contextlib import ExitStack
+from types import TracebackType
+import os
+import sys
+from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Type, Union
+
+from typing_extensions import Self, TypeVar, Unpack
+from websockets.exceptions import ConnectionClosed
+
+from .._core import frames
+from .._core.codec import GENERIC, Codec
+from .._core.errors import EnvClosed, MessageTimeout, ProtocolError, ServerError, SessionLost
+from .._core.guard import InFlight
+from .._core.models import StepResult
+from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
+from .._core.sources import checkout_app, classify_source, hosted_headers
+from .._core.urls import parse_base_url, redact_url
+from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
+from .providers import DockerProvider, ProcessProvider, Provider
+
+__all__ = ["Env"]
+
+ActT = TypeVar("ActT", default=Dict[str, Any])
+ObsT = TypeVar("ObsT", default=Dict[str, Any])
+StateT = TypeVar("StateT", default=Dict[str, Any])
+
+
+class Env(Generic[ActT, ObsT, StateT]):
+    """A client for one environment session on an OpenEnv server.
+
+    The session lives on one WebSocket (``/ws``), opened by :meth:`connect`,
+    by the context manager, or by the first call.  Calls return plain dicts,
+    or the environment's pydantic models when a typed :class:`~openenv.Codec`
+    is given.
+
+    Args:
+        base_url: the server, as ``http(s)://`` or ``ws(s)://`` (a trailing
+            ``/ws``, path prefixes and query strings are handled).
+        codec: how actions, observations and state look (``None``: plain dicts).
+        connect_timeout: seconds to open the WebSocket (``None``: no limit).
+        message_timeout: seconds to wait for each reply (``None``: no limit).
+            When it runs out the session is lost (see :class:`~openenv.MessageTimeout`).
+        max_message_size: largest message accepted from the server, in bytes
+            (``None``: no limit).  Large observations such as screenshots need room.
+        ping_interval: seconds between keepalive pings (``None``: off).
+        ping_timeout: seconds to wait for a pong before dropping (``None``: off).
+        headers: extra HTTP headers for the WebSocket upgrade, such as
+            ``{"Authorization": "Bearer ..."}``; never shown in reprs, logs or errors.
+        compression: negotiate permessage-deflate: ``None`` (default) turns it
+            on for remote hosts and off for loopback and private addresses,
+            where it only burns CPU.
+
+    The client keeps the protocol honest: one request is in flight at a time
+    (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
+    wrong type raises :class:`~openenv.ProtocolError`, and a connection lost in
+    the middle of an episode raises :class:`~openenv.SessionLost` instead of
+    silently continuing in a fresh, un-reset session.
+    """
+
+    _endpoints: Any
+    _options: ClientOptions
+    _codec: Codec[Any, Any, Any]
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        connect_timeout: Optional[float] = 10.0,
+        message_timeout: Optional[float] = 60.0,
+        max_message_size: Optional[int] = DEFAULT_MAX_MESSAGE_SIZE,
+        ping_interval: Optional[float] = 20.0,
+        ping_timeout: Optional[float] = 20.0,
+        headers: Optional[Mapping[str, str]] = None,
+        compression: Optional[bool] = None,
+    ) -> None:
+        self._endpoints = parse_base_url(base_url)
+        self._options = ClientOptions(
+            connect_timeout=connect_timeout,
+            message_timeout=message_timeout,
+            max_message_size=max_message_size,
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            headers=dict(headers or {}),
+            compression=compression,
+        )
+        self._codec = codec if codec is not None else GENERIC
+        self._resources = ExitStack()
+        self._reset_connection_state()
+
+    def _reset_connection_state(self) -> None:
+        self._guard = InFlight()
+        self._stack: Optional[ExitStack] = None
+        self._ws: Optional[WebSocket] = None
+        self._loop: object = None
+        self._episode = False
+        self._lost: Optional[str] = None
+        self._closed = False
+        self._children: List[Env[Any, Any, Any]] = []
+
+    # -- public properties ---------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The normalised base URL of the server (read-only)."""
+        return self._endpoints.base_url
+
+    @property
+    def codec(self) -> Codec[Any, Any, Any]:
+        """The codec that shapes actions, observations and state."""
+        return self._codec
+
+    @property
+    def options(self) -> ClientOptions:
+        """The connection options (headers hidden in its repr)."""
+        return self._options
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session's WebSocket is open."""
+        return self._ws is not None
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        status = "closed" if self._closed else "connected" if self._ws is not None else "not connected"
+        return f"<{type(self).__name__} {redact_url(self.base_url)} {status}>"
+
+    # -- connection ----------------------------------------------------------
+
+    def connect(self) -> Self:
+        """Open the session's WebSocket and return this client.
+
+        Optional: the context manager and the first call connect for you.  After
+        a lost session, this opens a new one (reset it before stepping).
+
+        Raises:
+            ConnectError: the server refused or could not be reached.
+            ConnectTimeout: the handshake took longer than ``connect_timeout``.
+        """
+        self._check_open()
+        with self._guard:
+            if self._ws is None or self._loop is not loop_token():
+                self._open()
+        return self
+
+    def disconnect(self) -> None:
+        """Close the session's WebSocket (ending its episode); the client can connect again."""
+        with self._guard:
+            self._shutdown(send_close=True)
+            self._lost = None
+
+    def close(self) -> None:
+        """End the session, sessions made by :meth:`new_session`, and anything the client started.
+
+        Idempotent.  A call in flight on another task or thread fails with
+        :class:`~openenv.SessionLost`.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for child in self._children:
+                child.close()
+            self._children.clear()
+            self._shutdown(send_close=True)
+        finally:
+            self._resources.close()
+
+    def __enter__(self) -> Self:
+        try:
+            return self.connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def new_session(self) -> Self:
+        """Open another session on the same server, with the same options and codec.
+
+        The new client is connected, and closed together with this one.
+
+        Raises:
+            CapacityReached: on the first call of the new session when the
+                server has no free slot (the server reports capacity only then).
+        """
+        self._check_open()
+        child = copy.copy(self)
+        child._resources = ExitStack()
+        child._reset_connection_state()
+        child.connect()
+        self._children.append(child)
+        return child
+
+    # -- one-line constructors ---------------------------------------------------
+
+    @classmethod
+    def from_provider(
+        cls,
+        provider: Provider,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Start a server with ``provider``, wait until it is healthy, and return a connected client.
+
+        Closing the client stops the provider.  A failure anywhere (start,
+        readiness, connect), an exception or a cancellation stops it before
+        the error propagates, so nothing is left running.
+
+        Args:
+            provider: any object with ``start``, ``wait_until_ready`` and ``stop``
+                (see :class:`~openenv.providers.Provider`).
+            codec: as for ``Env(...)``.
+            ready_timeout: seconds for the server to answer ``GET /health``.
+            **options: the connection options of ``Env(...)``.
+        """
+        try:
+            base_url = provider.start()
+            provider.wait_until_ready(base_url, ready_timeout)
+            env = cls(base_url, codec=codec, **options)
+        except BaseException:
+            provider.stop()
+            raise
+        env._resources.callback(provider.stop)
+        try:
+            env.connect()
+        except BaseException:
+            env.close()
+            raise
+        return env
+
+    @classmethod
+    def from_docker_image(
+        cls,
+        image: str,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        env_vars: Optional[Mapping[str, str]] = None,
+        run_options: Optional[Mapping[str, Any]] = None,
+        port: Optional[int] = None,
+        pull: Optional[bool] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Run ``image`` in a local Docker engine and return a client connected to it.
+
+        The container port 8000 is published on 127.0.0.1 with a port Docker
+        picks (or ``port``); the client waits for ``GET /health``, connects,
+        and removes the container when closed.  If anything fails, the
+        container is removed and the error says why (with the container's
+        exit code and last log lines when it died).
+
+        Args:
+            image: the image reference, such as ``"echo-env:latest"``.
+            codec: as for ``Env(...)``.
+            env_vars: environment variables for the container.
+            run_options: extra docker-py ``containers.create`` options
+                (``mem_limit``, ``nano_cpus``, ``volumes``, ...).
+            port: a fixed host port.
+            pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
+            ready_timeout: seconds for the server to become healthy.
+            **options: the connection options of ``Env(...)``.
+
+        Raises:
+            ImageNotFound, ContainerExited, ReadinessTimeout, DockerUnavailable:
+                what went wrong during bootstrap.
+        """
+        provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
+        return cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
+
+    @classmethod
+    def from_env(
+        cls,
+        source: str,
+        *,
+        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        use_docker: bool = True,
+        provider: Optional[Provider] = None,
+        tag: str = "latest",
+        registry: Optional[str] = None,
+        env_vars: Optional[Mapping[str, str]] = None,
+        port: Optional[int] = None,
+        command: Optional[Sequence[str]] = None,
+        ready_timeout: Optional[float] = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
+
+        * ``"https://owner-name.hf.space"`` or any ``http(s)://``/``ws(s)://``
+          URL: connect to the running server (no local resources).  For
+          ``*.hf.space`` hosts, ``$HF_TOKEN`` is sent as a bearer token.
+        * a local directory: run its server as a local process on 127.0.0.1
+          (no Docker): ``python -m uvicorn <app>`` with the ``app`` of its
+          ``openenv.yaml`` (default ``server.app:app``), using the checkout's
+          ``.venv`` Python when it has one; ``command`` overrides the command
+          (``{host}`` and ``{port}`` are filled in).
+        * ``"owner/name"``: with ``use_docker`` (default) run the Space's image
+          ``<registry>/<subdomain>:<tag>``, pulled when missing (registry:
+          ``registry``, else ``$OPENENV_SPACE_REGISTRY``, else
+          ``registry.hf.space``); without it, connect to the hosted Space.
+
+        ``provider`` replaces all of that with your own provider.  The other
+        arguments are as for :meth:`from_docker_image`.
+        """
+        if provider is None:
+            where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
+            if where.kind == "url":
+                headers = hosted_headers(where.target, options.pop("headers", None))
+                env = cls(where.target, codec=codec, headers=headers, **options)
+                try:
+                    return env.connect()
+                except BaseException:
+                    env.close()
+                    raise
+            if where.kind == "image":
+                provider = DockerProvider(where.target, env_vars=env_vars, port=port)
+            else:
+                provider = _checkout_provider(where.target, command, env_vars, port)
+        return cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
+
+    # -- the protocol ----------------------------------------------------------
+
+    def reset(self, **kwargs: Any) -> StepResult[ObsT]:
+        """Start a new episode; ``kwargs`` (``seed``, ``episode_id``, ...) go to the environment's ``reset``.
+
+        After a lost session this reconnects first: a reset starts afresh anyway.
+        """
+        data = self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True)
+        return self._parse_result(data)
+
+    def step(self, action: Union[ActT, Mapping[str, Any]], **kwargs: Any) -> StepResult[ObsT]:
+        """Send one action and return the step result.
+
+        ``action`` is a dict, or the environment's action model for a typed
+        client (a dict is then validated against the model before sending).
+
+        Raises:
+            ServerValidationError: the server refused the action.
+            ExecutionError: the environment raised; the session continues.
+            SessionLost: the connection was lost during this episode.
+        """
+        if kwargs:
+            raise TypeError(
+                f"step() got keyword arguments {sorted(kwargs)}; the OpenEnv WebSocket protocol "
+                "has no way to send them (put them in the action instead)"
+            )
+        frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]
+        data = self._request(frame, frames.OBSERVATION, "step", False)
+        return self._parse_result(data)
+
+    def state(self) -> StateT:
+        """The session's state (``episode_id``, ``step_count`` and the environment's fields)."""
+        data = self._request(frames.STATE_FRAME, frames.STATE, "state", False)
+        return self._parse_state(data)
+
+    # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
+
+    def _step_payload(self, action: ActT) -> Dict[str, Any]:
+        return self._codec._step_payload(action)
+
+    def _parse_result(self, payload: Dict[str, Any]) -> StepResult[ObsT]:
+        return self._codec._parse_result(payload)
+
+    def _parse_state(self, payload: Dict[str, Any]) -> StateT:
+        return self._codec._parse_state(payload)  # type: ignore[no-any-return]
+
+    # -- internals -------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvClosed(f"this client for {redact_url(self.base_url)} is closed; create a new one")
+
+    def _open(self) -> None:
+        """Open a new WebSocket (a new server session), dropping any previous one."""
+        self._shutdown(send_close=True)
+        self._lost = None
+        stack = ExitStack()
+        options = self._options
+        try:
+            ws = stack.enter_context(
+                ws_connect(self._endpoints.ws_url, **options.ws_kwargs(self._endpoints))
+            )
+        except Exception as exc:
+            raise connect_error(exc, self._endpoints, options.connect_timeout) from exc
+        self._stack, self._ws, self._loop = stack, ws, loop_token()
+
+    def _shutdown(self, *, send_close: bool) -> None:
+        """Close the current WebSocket, politely when ``send_close``; never raises."""
+        stack, ws = self._stack, self._ws
+        self._stack = self._ws = None
+        self._episode = False
+        if stack is None or ws is None:
+            return
+        if self._loop is not loop_token():
+            ws_abandon(ws)  # bound to another event loop: it cannot be awaited here
+            return
+        try:
+            if send_close:
+                ws.send(frames.CLOSE_FRAME)
+            stack.close()
+        except Exception:
+            ws_abandon(ws)
+        except BaseException:
+            ws_abandon(ws)
+            raise
+
+    def _lose(self, reason: str) -> None:
+        """Close the socket; remember a lost episode so later calls say so."""
+        if self._episode:
+            self._lost = reason
+        self._shutdown(send_close=False)
+
+    def _lose_now(self, reason: str, had_episode: bool) -> None:
+        """Drop the socket at once, without a closing handshake (its state is unknown)."""
+        if had_episode:
+            self._lost = reason
+        ws = self._ws
+        self._stack = self._ws = None
+        self._episode = False
+        if ws is not None:
+            ws_abandon(ws)
+
+    def _session(self, starts_episode: bool) -> WebSocket:
+        if self._ws is not None and self._loop is not loop_token():
+            # never reuse a connection made on another event loop
+            self._lose("the session's connection was opened on another event loop")
+        if self._ws is None:
+            if self._lost is not None and not starts_episode:
+                raise SessionLost(
+                    f"{self._lost}, so the episode on the server is gone; call reset() to "
+                    "start a new episode (it reconnects), or connect() to reconnect"
+                )
+            self._open()
+        assert self._ws is not None
+        return self._ws
+
+    def _request(self, frame: str, expected: str, what: str, starts_episode: bool) -> Dict[str, Any]:
+        self._check_open()
+        with self._guard:
+            for attempt in (1, 2):
+                reused = self._ws is not None
+                ws = self._session(starts_episode)
+                had_episode = self._episode
+                try:
+                    try:
+                        ws.send(frame)
+                    except ConnectionClosed:
+                        pass  # the server may have said why before closing (CAPACITY_REACHED): read it
+                    raw = ws_recv(ws, self._options.message_timeout)
+                except ConnectionClosed as exc:
+                    error = closed_error(exc, what, self._options.max_message_size, had_episode)
+                    self._lose(f"the connection closed during {what}")
+                    if attempt == 1 and reused and not had_episode and type(error) is SessionLost:
+                        continue  # a stale socket with nothing to lose: one fresh try
+                    raise error from None
+                except TimeoutError:
+                    self._lose_now(f"no reply to {what} came within message_timeout", had_episode)
+                    raise MessageTimeout(
+                        f"no reply to {what} within message_timeout={self._options.message_timeout} s; "
+                        "the connection was closed (a late reply would desynchronise it)"
+                        + ("; the episode is lost, call reset() to start a new one" if had_episode else "")
+                    ) from None
+                except BaseException:
+                    # cancelled or interrupted mid-request: the reply may still come, never reuse it
+                    self._lose_now(f"the {what} call was interrupted", had_episode)
+                    raise
+                try:
+                    data = frames.decode_reply(raw, expected)
+                except ServerError as exc:
+                    if exc.fatal:
+                        self._lose(f"the server ended the session ({exc.code})")
+                    raise
+                except ProtocolError:
+                    self._lose(f"the server broke the protocol during {what}")
+                    raise
+                if starts_episode or what == "step":
+                    self._episode = True
+                return data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _checkout_provider(
+    directory: str,
+    command: Optional[Sequence[str]],
+    env_vars: Optional[Mapping[str, str]],
+    port: Optional[int],
+) -> ProcessProvider:
+    """The process provider for an environment checkout directory."""
+    if command is None:
+        venv_python = os.path.join(directory, ".venv", "bin", "python")
+        python = venv_python if os.path.exists(venv_python) else sys.executable
+        app = checkout_app(directory)
+        command = [python, "-m", "uvicorn", app, "--host", "{host}", "--port", "{port}"]
+    env = {"PYTHONPATH": directory, **(env_vars or {})}
+    return ProcessProvider(command, cwd=directory, env=env, port=port)

@@ -1,0 +1,295 @@
+# GENERATED from src/openenv/_async/providers.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""Providers start an environment server, wait until it is ready, and stop it.
+
+``Env.from_provider`` drives any object with the :class:`Provider` methods;
+``Env.from_docker_image`` and ``Env.from_env`` use the built-in ones.  Write
+your own (Kubernetes, a cloud sandbox) by subclassing :class:`ServerProvider`
+or by implementing the three methods, in the flavour of the ``Env`` you use.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+import httpx
+
+from .._blocking import docker as _docker
+from .._blocking import process as _process
+from .._core.containers import container_labels, new_container_name, new_session_id
+from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
+from .._core.retry import Deadline, backoff
+from .._core.urls import parse_base_url, redact_url
+from .._shim_sync import run_blocking, run_cleanup, sleep
+
+__all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider"]
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What ``Env.from_provider`` needs from a provider.
+
+    ``start`` starts the server and returns its base URL; ``wait_until_ready``
+    returns once it answers (or raises, saying why); ``stop`` stops it and
+    removes what was started.  ``stop`` must be idempotent and safe to call
+    after a failed or interrupted ``start``: ``from_provider`` calls it on
+    every failure, and ``Env.close`` calls it at the end.
+    """
+
+    def start(self) -> str: ...
+
+    def wait_until_ready(self, base_url: str, timeout: Optional[float]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ServerProvider:
+    """Base class with the readiness loop: poll ``GET /health`` with a short backoff.
+
+    Subclasses implement ``start`` and ``stop``, and may override ``check``
+    (raise when the server died, so waiting ends at once with the reason) and
+    ``logs`` (the server's last output, attached to a readiness timeout).
+    """
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise if the server is known to be dead; the default knows nothing."""
+
+    def logs(self) -> str:
+        """The server's last output lines, if known."""
+        return ""
+
+    def wait_until_ready(self, base_url: str, timeout: Optional[float]) -> None:
+        """Poll ``GET <base_url>/health`` until it answers 200.
+
+        Raises:
+            ContainerExited: (or another error from :meth:`check`) the server died.
+            ReadinessTimeout: no healthy answer within ``timeout`` seconds.
+        """
+        endpoints = parse_base_url(base_url)
+        deadline = Deadline(timeout)
+        delays = backoff()
+        last = "no answer yet"
+        with httpx.Client(trust_env=not endpoints.is_local) as http:
+            while True:
+                self.check()
+                try:
+                    response = http.get(endpoints.http("/health"), timeout=deadline.cap(2.0) or 0.01)
+                    if response.status_code == 200:
+                        return
+                    last = f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if deadline.expired:
+                    self.check()
+                    raise ReadinessTimeout(
+                        f"{redact_url(base_url)} did not become healthy within {timeout} s (last: {last})",
+                        self.logs(),
+                    )
+                sleep(deadline.cap(next(delays)))
+
+
+class DockerProvider(ServerProvider):
+    """Runs an environment image in a local Docker engine (docker-py).
+
+    The container port is published on ``host`` (127.0.0.1 by default) with a
+    port Docker picks, unless ``port`` asks for one.  Every container is named
+    and labelled (``org.openenv.managed=1``), so ``python -m openenv prune``
+    can find strays; ``stop`` removes it with force.
+
+    Args:
+        image: the image reference.
+        env_vars: environment variables for the container.
+        run_options: extra keyword arguments of docker-py's ``containers.create``
+            (``mem_limit``, ``nano_cpus``, ``network``, ``volumes``, ``command``, ...).
+        port: a fixed host port (default: Docker picks a free one).
+        host: the host address to publish on; ``"0.0.0.0"`` exposes it on every interface.
+        container_port: the port the server listens on inside the container.
+        pull: ``None`` pulls only when the image is missing, ``True`` always, ``False`` never.
+        progress: called with each pull progress line (default: printed to a
+            terminal's stderr, silent otherwise).
+        docker_timeout: seconds for each Docker API request.
+    """
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        env_vars: Optional[Mapping[str, str]] = None,
+        run_options: Optional[Mapping[str, Any]] = None,
+        port: Optional[int] = None,
+        host: str = "127.0.0.1",
+        container_port: int = 8000,
+        pull: Optional[bool] = None,
+        progress: Optional[Callable[[str], None]] = None,
+        docker_timeout: Optional[float] = 60.0,
+    ) -> None:
+        self.image = image
+        self.env_vars = dict(env_vars or {})
+        self.run_options = dict(run_options or {})
+        if port is not None:
+            self.run_options["ports"] = {f"{container_port}/tcp": (host, port)}
+        self.host = host
+        self.container_port = container_port
+        self.pull = pull
+        self.progress = progress if progress is not None else _terminal_progress()
+        self.docker_timeout = docker_timeout
+        self.session_id = new_session_id()
+        self.name = new_container_name(image)
+        self.container_id: Optional[str] = None
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def __repr__(self) -> str:
+        return f"<DockerProvider {self.image} name={self.name}>"
+
+    def start(self) -> str:
+        """Pull the image if needed, start the container, and return its URL."""
+        self._client = run_blocking(_docker.connect_client, self.docker_timeout)
+        if self.pull or (self.pull is None and not run_blocking(_docker.image_present, self._client, self.image)):
+            run_blocking(_docker.pull_image, self._client, self.image, progress=self.progress)
+        info = run_blocking(self._start_container)
+        return info.base_url
+
+    def _start_container(self) -> Any:
+        info = _docker.start_container(
+            self._client,
+            self.image,
+            name=self.name,
+            labels=container_labels(self.session_id),
+            environment=self.env_vars,
+            host=self.host,
+            container_port=self.container_port,
+            run_options=self.run_options,
+        )
+        with self._lock:
+            self.container_id = info.id
+            stopped = self._stopped
+        if stopped:  # stop() ran while this step was still running in a worker thread
+            _docker.remove_container(self._client, info.id)
+            raise ProviderError(f"container {self.name} was stopped while it started")
+        return info
+
+    def check(self) -> None:
+        """Raise :class:`~openenv.ContainerExited` (with exit code and logs) if the container stopped."""
+        if self.container_id is None:
+            return
+        status, code = run_blocking(_docker.container_status, self._client, self.container_id)
+        if status not in ("running", "created", "restarting"):
+            logs = self.logs()
+            raise ContainerExited(self.name, code, logs, status=status)
+
+    def logs(self) -> str:
+        """The container's last log lines."""
+        if self.container_id is None:
+            return ""
+        try:
+            return run_blocking(_docker.container_logs_tail, self._client, self.container_id, 20)
+        except ProviderError:
+            return ""
+
+    def stop(self) -> None:
+        """Remove the container (forced) and close the Docker client; idempotent."""
+        with self._lock:
+            self._stopped = True
+        if self._client is not None:
+            run_cleanup(self._remove)
+
+    def _remove(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            _docker.remove_container(client, self.container_id or self.name)
+        finally:
+            client.close()
+
+
+class ProcessProvider(ServerProvider):
+    """Runs an environment server as a child process on a free loopback port (no Docker).
+
+    Args:
+        command: the command; ``{host}`` and ``{port}`` in its items are filled in.
+        cwd: its working directory.
+        env: extra environment variables.
+        host: the address the server binds (127.0.0.1).
+        port: the port (default: a free one).
+
+    The process runs in its own process group; ``stop`` ends the whole group.
+    Its output goes to a temporary file whose tail is attached to errors.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        host: str = "127.0.0.1",
+        port: Optional[int] = None,
+    ) -> None:
+        if isinstance(command, str) or not command:
+            raise TypeError("command must be a non-empty list of arguments")
+        self.command: List[str] = list(command)
+        self.cwd = cwd
+        self.env: Dict[str, str] = dict(env or {})
+        self.host = host
+        self.port = port
+        self._child: Optional[_process.ChildProcess] = None
+
+    def __repr__(self) -> str:
+        return f"<ProcessProvider {self.command[0]!r} port={self.port}>"
+
+    @classmethod
+    def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> "ProcessProvider":
+        """Serve ``module:Factory`` (an :class:`openenv.server.Environment`) with ``python -m openenv serve``."""
+        command = [sys.executable, "-m", "openenv", "serve", factory, "--host", "{host}", "--port", "{port}"]
+        return cls([*command, "--max-sessions", str(max_sessions)], **kwargs)
+
+    def start(self) -> str:
+        """Start the process and return its URL."""
+        if self.port is None:
+            self.port = run_blocking(_process.free_port, self.host)
+        fill = {"host": self.host, "port": str(self.port)}
+        command = [part.format(**fill) if "{" in part else part for part in self.command]
+        self._child = run_blocking(_process.start_process, command, cwd=self.cwd, env=self.env)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def check(self) -> None:
+        """Raise :class:`~openenv.ProviderError` with the output tail if the process exited."""
+        child = self._child
+        if child is not None and child.exit_code() is not None:
+            tail = _process.output_tail(child)
+            raise ProviderError(
+                f"the server process {os.path.basename(child.command[0])!r} exited with code "
+                f"{child.exit_code()} during start" + (f"; last output lines:\n{tail}" if tail else "")
+            )
+
+    def logs(self) -> str:
+        """The process's last output lines."""
+        return _process.output_tail(self._child) if self._child is not None else ""
+
+    def stop(self) -> None:
+        """Stop the process group; idempotent."""
+        child, self._child = self._child, None
+        if child is not None:
+            run_cleanup(_process.stop_process, child)
+
+
+def _terminal_progress() -> Optional[Callable[[str], None]]:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return show

@@ -1,0 +1,219 @@
+"""The ``openenv`` command line (``python -m openenv ...``).
+
+Commands:
+
+``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N]``
+    Serve an environment with :class:`openenv.server.EnvServer` until Ctrl-C
+    or SIGTERM. ``MODULE:FACTORY`` names an :class:`~openenv.server.Environment`
+    subclass or a zero-argument callable (``pkg.mod:Factory``, dotted
+    attributes allowed); ``echo`` is a shortcut for the built-in echo
+    environment. ``--max-sessions`` defaults to ``$MAX_CONCURRENT_ENVS``, else 1.
+    When the server listens, one line ``serving <name> on http://HOST:PORT`` is
+    written to stderr (tools wait for it; with ``--port 0`` it carries the
+    chosen port).
+
+``run [URL] [--steps N]``
+    Run a short episode with the blocking client and print each step, then the
+    number of steps and the mean step latency. Without ``URL`` an in-process
+    echo server on ``127.0.0.1`` (ephemeral port) is used. The actions are
+    echo-style ``{"message": "hello <n>"}``, so a server given by ``URL`` must
+    accept them (the echo environment does). Any client error prints one
+    ``error: ...`` line to stderr and exits with status 1.
+
+Exit status: 0 on success, 1 on a runtime error, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["main", "build_parser", "load_factory"]
+
+_ECHO = "openenv.server.echo:EchoEnvironment"
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """Import ``MODULE:ATTR`` (``ATTR`` may be dotted) or the shortcut ``echo``.
+
+    Raises:
+        ValueError: ``spec`` is malformed, or the object is missing or not callable.
+        ImportError: the module cannot be imported.
+    """
+    if spec == "echo":
+        spec = _ECHO
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected MODULE:FACTORY (or 'echo'), got {spec!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise ValueError(f"{spec!r} is not a class or callable")
+    return obj
+
+
+def _default_max_sessions() -> int:
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
+    if not raw:
+        return 1
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"error: MAX_CONCURRENT_ENVS must be an integer, not {raw!r}") from None
+    return value
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from openenv.server import EnvServer
+
+    try:
+        factory = load_factory(args.factory)
+    except (ImportError, ValueError) as exc:
+        print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
+        return 2
+    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
+    try:
+        server = EnvServer(factory, host=args.host, port=args.port, max_sessions=max_sessions)
+    except (TypeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def ready(srv: EnvServer) -> None:
+        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)
+
+    try:
+        server.serve_forever(on_ready=ready)
+    except OSError as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from openenv._core.errors import OpenEnvError
+
+    try:
+        from openenv.sync import Env
+    except ImportError as exc:
+        print(f"error: the blocking client is not available: {exc}", file=sys.stderr)
+        return 1
+
+    server = None
+    try:
+        url = args.url
+        if url is None:
+            from openenv.server import EnvServer
+            from openenv.server.echo import EchoEnvironment
+
+            server = EnvServer(EchoEnvironment).start()
+            url = server.url
+            print(f"started an in-process echo server on {url}")
+        latencies: list[float] = []
+        with Env(url) as env:
+            result = env.reset()
+            print(
+                f"reset:  observation={_short(result.observation)} "
+                f"reward={result.reward} done={result.done}"
+            )
+            for n in range(1, args.steps + 1):
+                action = {"message": f"hello {n}"}
+                start = time.perf_counter()
+                result = env.step(action)
+                latencies.append(time.perf_counter() - start)
+                print(
+                    f"step {n}: action={_short(action)} observation={_short(result.observation)} "
+                    f"reward={result.reward} done={result.done}"
+                )
+                if result.done:
+                    break
+        mean_ms = 1000 * sum(latencies) / len(latencies) if latencies else 0.0
+        print(f"{len(latencies)} steps, mean step latency {mean_ms:.3f} ms")
+        return 0
+    except OpenEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _positive_or_zero(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (one subparser per command)."""
+    parser = argparse.ArgumentParser(prog="python -m openenv", description="OpenEnv tools.")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="logging level for messages on stderr (default: WARNING)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p_serve = commands.add_parser("serve", help="serve an environment over the OpenEnv protocol")
+    p_serve.add_argument(
+        "factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'"
+    )
+    p_serve.add_argument(
+        "--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)"
+    )
+    p_serve.add_argument(
+        "--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)"
+    )
+    p_serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=None,
+        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
+    )
+    p_serve.set_defaults(func=_cmd_serve)
+
+    p_run = commands.add_parser(
+        "run", help="run a short echo-style episode and report step latency"
+    )
+    p_run.add_argument(
+        "url", nargs="?", default=None, help="server base URL (default: an in-process echo server)"
+    )
+    p_run.add_argument(
+        "--steps", type=_positive_or_zero, default=5, help="number of steps (default: 5)"
+    )
+    p_run.set_defaults(func=_cmd_run)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s"
+    )
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)

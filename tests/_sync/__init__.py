@@ -1,0 +1,1 @@
+# GENERATED from tests/_async/__init__.py by scripts/run_unasync.py -- DO NOT EDIT.

@@ -1,0 +1,124 @@
+# GENERATED from tests/_async/test_providers.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""Local-process bootstrap: ``from_provider`` and ``from_env`` with no Docker, in both twins."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openenv._sync.providers import ProcessProvider, ServerProvider
+from openenv.sync import ConnectError, Env, InvalidURL, ProviderError, ReadinessTimeout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_from_provider_runs_and_stops_a_local_server() -> None:
+    provider = ProcessProvider.for_environment("echo", max_sessions=2)
+    with Env.from_provider(provider, ready_timeout=30) as env:
+        assert env.connected
+        assert env.base_url.startswith("http://127.0.0.1:")
+        env.reset()
+        assert (env.step({"message": "local"})).observation["echoed_message"] == "local"
+        child = provider._child
+        assert child is not None and _alive(child.pid)
+    assert not _alive(child.pid)
+    assert provider._child is None
+
+
+def test_a_process_that_dies_on_start_says_why() -> None:
+    code = "import sys; print('fatal: cannot load environment', file=sys.stderr); sys.exit(3)"
+    provider = ProcessProvider([sys.executable, "-c", code])
+    with pytest.raises(ProviderError) as info:
+        Env.from_provider(provider, ready_timeout=30)
+    message = str(info.value)
+    assert "exited with code 3" in message
+    assert "fatal: cannot load environment" in message
+    assert provider._child is None
+
+
+def test_a_server_that_never_becomes_ready_is_stopped() -> None:
+    provider = ProcessProvider([sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"])
+    with pytest.raises(ReadinessTimeout) as info:
+        Env.from_provider(provider, ready_timeout=0.5)
+    assert isinstance(info.value, TimeoutError)
+    assert "did not become healthy within 0.5 s" in str(info.value)
+    assert "sleeping" in info.value.logs
+    assert provider._child is None
+
+
+def test_from_env_runs_a_local_checkout(tmp_path: Path) -> None:
+    (tmp_path / "my_counter.py").write_text(
+        textwrap.dedent(
+            """
+            from openenv.server.echo import EchoEnvironment
+
+            class LoudEcho(EchoEnvironment):
+                def step(self, action):
+                    action.message = action.message.upper()
+                    return super().step(action)
+            """
+        )
+    )
+    command = [sys.executable, "-m", "openenv", "serve", "my_counter:LoudEcho", "--host", "{host}", "--port", "{port}"]
+    with Env.from_env(str(tmp_path), command=command, ready_timeout=30) as env:
+        env.reset()
+        assert (env.step({"message": "quiet"})).observation["echoed_message"] == "QUIET"
+
+
+def test_from_env_with_a_url_connects(echo_server: Any) -> None:
+    with Env.from_env(echo_server.url + "/", message_timeout=5) as env:
+        assert env.connected and env.base_url == echo_server.url
+        env.reset()
+
+
+def test_from_env_refuses_what_it_cannot_name() -> None:
+    with pytest.raises(InvalidURL, match="Space id"):
+        Env.from_env("not a thing")
+
+
+class FailingProvider(ServerProvider):
+    """A provider whose server answers but whose connect fails: stop must still run."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stopped = 0
+
+    def start(self) -> str:
+        return self.url
+
+    def wait_until_ready(self, base_url: str, timeout: Any) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_from_provider_stops_the_provider_when_connect_fails(free_port: int) -> None:
+    provider = FailingProvider(f"http://127.0.0.1:{free_port}")
+    with pytest.raises(ConnectError, match="refused"):
+        Env.from_provider(provider)
+    assert provider.stopped == 1
+
+
+def test_closing_the_client_stops_its_provider(echo_server: Any) -> None:
+    provider = FailingProvider(echo_server.url)
+    env = Env.from_provider(provider)
+    env.reset()
+    env.close()
+    env.close()
+    assert provider.stopped == 1
