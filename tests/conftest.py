@@ -68,3 +68,36 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+ECHO_IMAGE = "openenv-test/echo:latest"
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[Any]:
+    """A docker-py client of a live engine with the test images; skipped without one (failed under CI).
+
+    ``python3 scripts/docker_setup.py`` (run by ``nox -s docker``) starts the
+    engine and builds the images.  At the end, no container labelled
+    ``org.openenv.managed=1`` may be left.
+    """
+    import os
+
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+        client.images.get(ECHO_IMAGE)
+    except Exception as exc:  # noqa: BLE001 - any failure means: no usable engine
+        if os.environ.get("CI"):
+            pytest.fail(f"no usable Docker engine under CI: {exc}")
+        pytest.skip(f"no usable Docker engine ({exc}); run python3 scripts/docker_setup.py")
+    yield client
+    left = client.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    ours = [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
+    for container in left:
+        if container.name in ours:
+            container.remove(force=True)
+    client.close()
+    assert ours == [], f"containers left behind: {ours}"

@@ -18,7 +18,9 @@ Commands:
     echo server on ``127.0.0.1`` (ephemeral port) is used. The actions are
     echo-style ``{"message": "hello <n>"}``, so a server given by ``URL`` must
     accept them (the echo environment does). Any client error prints one
-    ``error: ...`` line to stderr and exits with status 1.
+    ``error: ...`` line to stderr and exits with status 1.  Without ``URL`` it
+    then also lists the tools of the built-in tool environment
+    (:mod:`openenv.server.tools_demo`) and makes one call, ``add(a=2, b=40)``.
 
 Exit status: 0 on success, 1 on a runtime error, 2 on a usage error.
 """
@@ -100,6 +102,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _num(value: Any) -> str:
+    return "None" if value is None else f"{value:.6g}"
+
+
 def _short(value: Any, limit: int = 200) -> str:
     if hasattr(value, "model_dump"):
         value = value.model_dump()
@@ -118,20 +124,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     server = None
     try:
-        url = args.url
-        if url is None:
+        target = args.target
+        if target is None:
             from openenv.server import EnvServer
             from openenv.server.echo import EchoEnvironment
 
             server = EnvServer(EchoEnvironment).start()
-            url = server.url
-            print(f"started an in-process echo server on {url}")
+            target = server.url
+            print(f"started an in-process echo server on {target}")
+        opened = time.perf_counter()
+        env = _open_target(Env, target, args.ready_timeout)
+        if args.target is not None and env.provider is not None:
+            print(f"started {target} in {time.perf_counter() - opened:.2f} s: {env.base_url}")
         latencies: list[float] = []
-        with Env(url) as env:
+        with env:
             result = env.reset()
             print(
                 f"reset:  observation={_short(result.observation)} "
-                f"reward={result.reward} done={result.done}"
+                f"reward={_num(result.reward)} done={result.done}"
             )
             for n in range(1, args.steps + 1):
                 action = {"message": f"hello {n}"}
@@ -140,12 +150,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 latencies.append(time.perf_counter() - start)
                 print(
                     f"step {n}: action={_short(action)} observation={_short(result.observation)} "
-                    f"reward={result.reward} done={result.done}"
+                    f"reward={_num(result.reward)} done={result.done}"
                 )
                 if result.done:
                     break
         mean_ms = 1000 * sum(latencies) / len(latencies) if latencies else 0.0
         print(f"{len(latencies)} steps, mean step latency {mean_ms:.3f} ms")
+        if args.url is None:
+            _tool_demo(Env)
         return 0
     except OpenEnvError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -155,6 +167,88 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
+
+
+def _open_target(env_cls: Any, target: str, ready_timeout: float) -> Any:
+    """A connected client for a run target: URL, local directory, Space id or Docker image.
+
+    ``docker:IMAGE`` and ``space:OWNER/NAME`` force the kind; otherwise a URL
+    (``scheme://``), an existing directory, an ``owner/name`` id without a tag
+    (a Hugging Face Space) or else a Docker image reference is assumed.
+    """
+    import os
+    import re
+
+    if target.startswith("docker:"):
+        return env_cls.from_docker_image(target[len("docker:") :], ready_timeout=ready_timeout)
+    if target.startswith("space:"):
+        return env_cls.from_env(target[len("space:") :], ready_timeout=ready_timeout)
+    if "://" in target:
+        return env_cls(target).connect()
+    if os.path.isdir(target) or re.fullmatch(r"[\w.-]+/[\w.-]+", target):
+        return env_cls.from_env(target, ready_timeout=ready_timeout)
+    return env_cls.from_docker_image(target, ready_timeout=ready_timeout)
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    """List (and remove) containers this library started that are still around."""
+    import os
+
+    from openenv._blocking import docker as _docker
+    from openenv._core.errors import OpenEnvError
+
+    try:
+        client = _docker.connect_client(30)
+    except OpenEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        found = _docker.list_managed(client)
+        if not found:
+            print("no containers started by openenv")
+            return 0
+        removed = 0
+        for item in found:
+            owner = item.pid
+            alive = owner is not None and _pid_alive(owner) and owner != os.getpid()
+            keep = alive and not args.all
+            verdict = "kept (owner alive; --all removes it)" if keep else "would remove" if args.dry_run else "removed"
+            if not keep and not args.dry_run:
+                _docker.remove_container(client, item.id)
+                removed += 1
+            print(f"{item.name:40} {item.image:40} {item.status:24} pid={owner} {verdict}")
+        print(f"{removed} removed, {len(found) - removed} left")
+        return 0
+    except OpenEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+
+
+def _pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tool_demo(env_cls: Any) -> None:
+    """One MCP tool call against the built-in tool environment (in-process server)."""
+    from openenv.server import EnvServer
+    from openenv.server.tools_demo import ToolsDemoEnvironment
+
+    with EnvServer(ToolsDemoEnvironment) as server:
+        with env_cls(server.url) as env:
+            names = [t.name for t in env.list_tools()]
+            result = env.call_tool("add", a=2, b=40)
+            print(f"tools on {server.url}: {', '.join(names)}")
+            print(f"call_tool add(a=2, b=40) -> data={result.data!r} text={result.text!r}")
 
 
 def _positive_or_zero(text: str) -> int:
@@ -198,12 +292,26 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run a short echo-style episode and report step latency"
     )
     p_run.add_argument(
-        "url", nargs="?", default=None, help="server base URL (default: an in-process echo server)"
+        "target",
+        nargs="?",
+        default=None,
+        help="a server URL, a local environment directory, a Space id (owner/name) or a Docker "
+        "image (prefix docker: or space: to force the kind); default: an in-process echo server",
+    )
+    p_run.add_argument(
+        "--ready-timeout", type=float, default=60.0, help="seconds for a started server to become healthy"
     )
     p_run.add_argument(
         "--steps", type=_positive_or_zero, default=5, help="number of steps (default: 5)"
     )
     p_run.set_defaults(func=_cmd_run)
+
+    p_prune = commands.add_parser(
+        "prune", help="remove containers openenv started whose owner process is gone"
+    )
+    p_prune.add_argument("--all", action="store_true", help="also remove containers of live processes")
+    p_prune.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p_prune.set_defaults(func=_cmd_prune)
 
     return parser
 

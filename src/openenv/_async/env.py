@@ -10,12 +10,24 @@ import os
 import sys
 from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Type, Union
 
+import httpx
 from typing_extensions import Self, TypeVar, Unpack
 from websockets.exceptions import ConnectionClosed
 
-from .._core import frames
+from .._core import frames, mcp
 from .._core.codec import GENERIC, Codec
-from .._core.errors import EnvClosed, MessageTimeout, ProtocolError, ServerError, SessionLost
+from .._core.errors import (
+    CapacityReached,
+    EnvClosed,
+    MessageTimeout,
+    ProtocolError,
+    ServerError,
+    ServerValidationError,
+    SessionLost,
+    ToolError,
+    ToolNotFound,
+)
+from .._core.mcp import PRODUCTION, McpState, Tool, ToolResult
 from .._core.guard import InFlight
 from .._core.models import StepResult
 from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
@@ -55,6 +67,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         compression: negotiate permessage-deflate: ``None`` (default) turns it
             on for remote hosts and off for loopback and private addresses,
             where it only burns CPU.
+        mode: ``"simulation"`` (default) or ``"production"``; ``None`` reads
+            ``$OPENENV_CLIENT_MODE``.  It only changes how MCP tools are
+            reached (see :meth:`list_tools`); fixed at construction.
 
     The client keeps the protocol honest: one request is in flight at a time
     (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
@@ -79,8 +94,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         ping_timeout: Optional[float] = 20.0,
         headers: Optional[Mapping[str, str]] = None,
         compression: Optional[bool] = None,
+        mode: Optional[str] = None,
     ) -> None:
         self._endpoints = parse_base_url(base_url)
+        self._mode = mcp.resolve_mode(mode)
         self._options = ClientOptions(
             connect_timeout=connect_timeout,
             message_timeout=message_timeout,
@@ -91,6 +108,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             compression=compression,
         )
         self._codec = codec if codec is not None else GENERIC
+        self._provider: Optional[Provider] = None
         self._resources = AsyncExitStack()
         self._reset_connection_state()
 
@@ -103,6 +121,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         self._lost: Optional[str] = None
         self._closed = False
         self._children: List[Env[Any, Any, Any]] = []
+        self._mcp = McpState()
 
     # -- public properties ---------------------------------------------------
 
@@ -120,6 +139,11 @@ class Env(Generic[ActT, ObsT, StateT]):
     def options(self) -> ClientOptions:
         """The connection options (headers hidden in its repr)."""
         return self._options
+
+    @property
+    def provider(self) -> Optional[Provider]:
+        """The provider that started the server (``from_docker_image``, ``from_env``, ...), if any."""
+        return self._provider
 
     @property
     def connected(self) -> bool:
@@ -202,6 +226,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """
         self._check_open()
         child = copy.copy(self)
+        child._provider = None
         child._resources = AsyncExitStack()
         child._reset_connection_state()
         await child.connect()
@@ -239,6 +264,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         except BaseException:
             await provider.stop()
             raise
+        env._provider = provider
         env._resources.push_async_callback(provider.stop)
         try:
             await env.connect()
@@ -336,6 +362,236 @@ class Env(Generic[ActT, ObsT, StateT]):
                 provider = _checkout_provider(where.target, command, env_vars, port)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
+    # -- MCP tools -------------------------------------------------------------
+    #
+    # Simulation mode (default): JSON-RPC in ``mcp`` frames on the session's own
+    # WebSocket; the environment's step is not called (no reward, step_count
+    # unchanged).  If the server answers ``-32603 Environment does not support
+    # MCP`` (OpenEnv 0.3.0 with an environment that takes MCP actions only in
+    # ``step``), the client falls back, for the rest of the session, to the
+    # step-loop actions ``list_tools``/``call_tool``, which are real steps.
+    # Production mode: ``POST /mcp`` with ``params.session_id`` of a session
+    # made by ``openenv/session/create`` that the WebSocket attaches to with
+    # ``/ws?session_id=`` (protocol §7.4); closed with ``openenv/session/close``.
+
+    @property
+    def mode(self) -> str:
+        """``"simulation"`` or ``"production"`` (read-only)."""
+        return self._mode
+
+    async def list_tools(self) -> List[Tool]:
+        """The environment's MCP tools.
+
+        Raises:
+            ToolError: the server refused (``code`` and ``data`` from its
+                JSON-RPC error), e.g. ``-32603`` when the environment has no
+                MCP support at all.  Never an empty list in place of an error.
+        """
+        if self._mode == PRODUCTION:
+            return mcp.parse_tools(await self._mcp_http(mcp.LIST_TOOLS, {}))
+        if not self._mcp.via_step:
+            try:
+                return mcp.parse_tools(await self._mcp_frame(mcp.LIST_TOOLS, {}))
+            except ToolError as exc:
+                if not mcp.is_unsupported(exc):
+                    raise
+                observation, _ = await self._mcp_step(mcp.list_tools_action(), exc)
+                return mcp.parse_step_tools(observation)
+        observation, _ = await self._mcp_step(mcp.list_tools_action(), None)
+        return mcp.parse_step_tools(observation)
+
+    async def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
+        """Call the tool ``name`` with ``arguments`` (an argument may itself be called ``name``).
+
+        Returns a :class:`~openenv.ToolResult`: ``data`` is the decoded return
+        value, ``content`` the MCP content items (``texts``/``text`` for their
+        text), ``structured_content`` and ``is_error`` as the server sent them.
+        Calls made through the step loop also carry the step's ``reward`` and
+        ``done``.
+
+        Raises:
+            ToolNotFound: the server does not know the tool.
+            ToolError: the tool raised, or the server refused the call.
+        """
+        params = {"name": name, "arguments": arguments}
+        if self._mode == PRODUCTION:
+            return mcp.parse_tool_result(await self._mcp_http(mcp.CALL_TOOL, params, tool=name))
+        unsupported: Optional[ToolError] = None
+        if not self._mcp.via_step:
+            try:
+                return mcp.parse_tool_result(await self._mcp_frame(mcp.CALL_TOOL, params, tool=name))
+            except ToolError as exc:
+                if not mcp.is_unsupported(exc):
+                    raise
+                unsupported = exc
+        observation, result = await self._mcp_step(mcp.call_tool_action(name, arguments), unsupported)
+        return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done)
+
+    async def get_tool(self, name: str) -> Tool:
+        """The tool called ``name`` (from :meth:`list_tools`).
+
+        Raises:
+            ToolNotFound: no such tool (the message lists the ones there are).
+        """
+        tools = await self.list_tools()
+        for tool in tools:
+            if tool.name == name:
+                return tool
+        known = ", ".join(sorted(t.name for t in tools)) or "none"
+        raise ToolNotFound(f"the environment has no tool {name!r} (tools: {known})", tool=name)
+
+    @classmethod
+    async def from_schema(cls, base_url: str, **options: Unpack[EnvOptions]) -> Self:
+        """A connected client typed from the server's ``GET /schema``.
+
+        The ``action``, ``observation`` and ``state`` JSON Schemas become
+        pydantic models at runtime (:meth:`openenv.Codec.from_schema`): actions
+        are validated before sending, observations and state come back as
+        models.  ``env.codec.action_type`` builds actions.
+
+        Raises:
+            ConnectError: ``/schema`` could not be fetched.
+            ProtocolError: ``/schema`` did not answer a JSON object.
+        """
+        endpoints = parse_base_url(base_url)
+        url = endpoints.http("/schema")
+        headers = dict(options.get("headers") or {})
+        timeout = httpx.Timeout(options.get("message_timeout", 60.0), connect=options.get("connect_timeout", 10.0))
+        try:
+            async with httpx.AsyncClient(trust_env=not endpoints.is_local, headers=headers) as http:
+                response = await http.get(url, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise mcp.http_error(exc, redact_url(url)) from None
+        schema = mcp.http_json(response.status_code, response.content, redact_url(url))
+        if not isinstance(schema, dict):
+            raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
+        env = cls(base_url, codec=Codec.from_schema(schema), **options)
+        try:
+            return await env.connect()
+        except BaseException:
+            await env.close()
+            raise
+
+    async def _mcp_frame(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+        """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
+        request_id = self._mcp.ids.next()
+        frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
+        data = await self._request(frame, frames.MCP, "mcp", False)
+        try:
+            return mcp.rpc_result(data, request_id, tool=tool)
+        except ProtocolError:
+            await self._lose("the server broke the protocol during mcp")
+            raise
+
+    async def _mcp_step(self, action: Dict[str, Any], unsupported: Optional[ToolError]) -> Any:
+        """An MCP action through the step loop: (observation dict, step result)."""
+        try:
+            data = await self._request(frames.encode_step(action), frames.OBSERVATION, "step", False)
+        except ServerValidationError as exc:
+            if unsupported is not None:
+                raise unsupported from exc  # the environment takes no MCP actions either
+            raise
+        self._mcp.via_step = True
+        result = frames.parse_step_result(data)
+        return result.observation, result
+
+    async def _mcp_http(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+        """One JSON-RPC request over ``POST /mcp`` against this client's session."""
+        self._check_open()
+        if self._ws is None or self._mcp.session_id is None:
+            await self.connect()
+        assert self._mcp.session_id is not None
+        return await self._mcp_post(method, {**params, "session_id": self._mcp.session_id}, tool=tool)
+
+    async def _mcp_post(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+        url = self._endpoints.http("/mcp")
+        if self._mcp.http is None:
+            options = self._options
+            self._mcp.http = httpx.AsyncClient(
+                trust_env=not self._endpoints.is_local,
+                headers=dict(options.headers),
+                timeout=httpx.Timeout(options.message_timeout, connect=options.connect_timeout),
+            )
+            self._resources.push_async_callback(self._mcp_release)
+        request_id = self._mcp.ids.next()
+        try:
+            response = await self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
+        except httpx.HTTPError as exc:
+            raise mcp.http_error(exc, redact_url(url)) from None
+        body = mcp.http_json(response.status_code, response.content, redact_url(url))
+        return mcp.rpc_result(body, request_id, tool=tool)
+
+    async def _session_ws_url(self) -> str:
+        """The ``/ws`` URL to open: in production mode, attached to an HTTP-created session."""
+        if self._mode != PRODUCTION:
+            return self._endpoints.ws_url
+        if self._mcp.session_id is None and self._mcp.attach:
+            result = await self._mcp_post(mcp.SESSION_CREATE, {})
+            self._mcp.session_id, self._mcp.owned = mcp.session_id_of(result), True
+        if not self._mcp.attach or self._mcp.session_id is None:
+            return self._endpoints.ws_url
+        return mcp.attach_url(self._endpoints.ws_url, self._mcp.session_id)
+
+    async def _ws_session_id(self) -> str:
+        """Ask the WebSocket which session it serves (``openenv/session/create`` over ``/ws``)."""
+        assert self._ws is not None
+        request_id = self._mcp.ids.next()
+        await self._ws.send(frames.encode_mcp(mcp.rpc_request(mcp.SESSION_CREATE, {}, request_id)))
+        raw = await ws_recv(self._ws, self._options.message_timeout)
+        return mcp.session_id_of(mcp.rpc_result(frames.decode_reply(raw, frames.MCP), request_id))
+
+    async def _check_attach(self) -> None:
+        """Production mode: make sure the WebSocket and the HTTP calls share one session.
+
+        OpenEnv 0.3.0 servers ignore ``/ws?session_id=`` and give the socket a
+        second session (which may not even fit: ``CAPACITY_REACHED``).  Then
+        the HTTP session is closed and the HTTP calls name the socket's own
+        session instead, so one session is used, as it should be.
+        """
+        try:
+            try:
+                own = await self._ws_session_id()
+            except CapacityReached:
+                own = None  # the HTTP session holds the slot the socket wanted
+            if own == self._mcp.session_id:
+                return
+            created = self._mcp.session_id if self._mcp.owned else None
+            self._mcp.attach, self._mcp.owned, self._mcp.session_id = False, False, own
+            if own is None:
+                await self._shutdown(send_close=False)
+            if created is not None:
+                await self._mcp_post(mcp.SESSION_CLOSE, {"session_id": created})
+            if own is None:
+                stack = AsyncExitStack()
+                ws = await stack.enter_async_context(
+                    ws_connect(self._endpoints.ws_url, **self._options.ws_kwargs(self._endpoints))
+                )
+                self._stack, self._ws, self._loop = stack, ws, loop_token()
+                self._mcp.session_id = await self._ws_session_id()
+        except BaseException:
+            await self._shutdown(send_close=True)
+            raise
+
+    async def _mcp_release(self) -> None:
+        """On close: end the HTTP-created session (after the socket detached), close the HTTP client."""
+        http, self._mcp.http = self._mcp.http, None
+        try:
+            if self._mcp.owned and self._mcp.session_id is not None:
+                self._mcp.owned = False
+                try:
+                    await self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": self._mcp.session_id})
+                except Exception:  # best effort: the server may be gone already
+                    pass
+        finally:
+            if http is not None:
+                await http.aclose()
+
+    async def _mcp_post_with(self, http: Any, method: str, params: Dict[str, Any]) -> Any:
+        url = self._endpoints.http("/mcp")
+        request_id = self._mcp.ids.next()
+        response = await http.post(url, json=mcp.rpc_request(method, params, request_id))
+        return mcp.rpc_result(mcp.http_json(response.status_code, response.content, redact_url(url)), request_id)
+
     # -- the protocol ----------------------------------------------------------
 
     async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
@@ -394,13 +650,14 @@ class Env(Generic[ActT, ObsT, StateT]):
         self._lost = None
         stack = AsyncExitStack()
         options = self._options
+        url = await self._session_ws_url()
         try:
-            ws = await stack.enter_async_context(
-                ws_connect(self._endpoints.ws_url, **options.ws_kwargs(self._endpoints))
-            )
+            ws = await stack.enter_async_context(ws_connect(url, **options.ws_kwargs(self._endpoints)))
         except Exception as exc:
             raise connect_error(exc, self._endpoints, options.connect_timeout) from exc
         self._stack, self._ws, self._loop = stack, ws, loop_token()
+        if self._mode == PRODUCTION:
+            await self._check_attach()
 
     async def _shutdown(self, *, send_close: bool) -> None:
         """Close the current WebSocket, politely when ``send_close``; never raises."""

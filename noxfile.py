@@ -1,0 +1,144 @@
+"""Every developer task is a nox session.
+
+    nox -s lint typecheck tests      what CI runs (see README and .ci/run)
+    nox -s unasync                   regenerate src/openenv/_sync and tests/_sync
+    nox -s unasync -- --check        verify the generated twin is up to date
+    nox -s docker                    set up a Docker engine + test images, run -m docker
+    nox -s interop                   run -m interop (released OpenEnv packages)
+    nox -s build                     sdist + wheel, install the wheel in a fresh venv, import
+    nox -s demo                      python -m openenv run
+
+Sessions run on the interpreter that runs nox and reuse their virtualenvs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "tests"]
+
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+
+# The generator's output is what --check compares: pin it (scripts/run_unasync.py
+# refuses any other version). unasync imports setuptools, which venvs stopped
+# shipping with Python 3.12.
+CODEGEN = ["unasync==0.6.0"] + (["setuptools"] if sys.version_info >= (3, 12) else [])
+# Pinned so that lint and type results do not change under our feet.
+RUFF = "ruff==0.17.6"
+MYPY = "mypy==2.4.1"
+
+GENERATED = ["src/openenv/_sync", "tests/_sync"]
+
+# Run pytest so that "no tests collected" (exit 5) fails loudly instead of passing.
+_PYTEST = """
+import sys
+import pytest
+code = int(pytest.main(sys.argv[1:]))
+if code == 5:
+    print("nox: pytest collected no tests for this selection; failing", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    session.run("python", "-c", _PYTEST, *args)
+
+
+@nox.session
+def unasync(session: nox.Session) -> None:
+    """Regenerate the sync twin; `-- --check` only verifies it."""
+    session.install(*CODEGEN)
+    session.run("python", "scripts/run_unasync.py", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Generated twin up to date, then ruff check and ruff format --check."""
+    session.install(*CODEGEN, RUFF)
+    session.run("python", "scripts/run_unasync.py", "--check")
+    excludes = [arg for tree in GENERATED for arg in ("--extend-exclude", tree)]
+    session.run("ruff", "check", *excludes, ".")
+    trees = [tree for tree in GENERATED if (ROOT / tree).is_dir()]
+    if trees:
+        # generated code is never formatted or restyled: only pyflakes (F) applies
+        session.run("ruff", "check", "--select", "F", *trees)
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over src (both twins) and tests; configured in pyproject.toml."""
+    session.install("-e", ".[docker]", *TEST_DEPS, MYPY)
+    session.run("mypy", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Everything except the docker and interop suites; extra args go to pytest."""
+    session.install("-e", ".[docker]", *TEST_DEPS)
+    _pytest(session, "-m", "not docker and not interop", *session.posargs)
+
+
+@nox.session
+def docker(session: nox.Session) -> None:
+    """Install/start a Docker engine and build test images, then run -m docker."""
+    session.install("-e", ".[docker]", *TEST_DEPS)
+    setup = ROOT / "scripts" / "docker_setup.py"
+    if setup.exists():
+        session.run("python", str(setup))
+    else:
+        session.warn("scripts/docker_setup.py is missing; assuming a Docker engine is running")
+    _pytest(session, "-m", "docker", *session.posargs)
+
+
+@nox.session
+def interop(session: nox.Session) -> None:
+    """Tests against released OpenEnv packages from PyPI (marker `interop`)."""
+    session.install("-e", ".[docker]", *TEST_DEPS)
+    _pytest(session, "-m", "interop", *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build sdist + wheel (the hook checks the twin), install the wheel, import both facades."""
+    session.install("build")
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    wheels = sorted(dist.glob("*.whl"))
+    sdists = sorted(dist.glob("*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        session.error(f"expected one wheel and one sdist in dist/, found {wheels + sdists}")
+    venv = Path(session.create_tmp()) / "wheel-venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
+    session.run(python, "-m", "pip", "install", "--quiet", str(wheels[0]), external=True)
+    smoke = (
+        "import sys, openenv.sync, openenv.aio\n"
+        "assert openenv.sync.Env is not openenv.aio.Env\n"
+        "print('wheel OK:', openenv.sync.__file__)\n"
+    )
+    # the repo root has no top-level openenv/, so this imports the installed wheel
+    session.run(python, "-c", smoke, external=True)
+    sync_only = (
+        "import sys, openenv.sync\n"
+        "assert 'asyncio' not in sys.modules, 'import openenv.sync imported asyncio'\n"
+    )
+    session.run(python, "-c", sync_only, external=True)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Install the project and run `python -m openenv run` (args after -- are passed on)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "openenv", "run", *session.posargs)
