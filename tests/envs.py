@@ -91,7 +91,7 @@ class ScriptServer:
         try:
             for message in ws:
                 self.received.append(message if isinstance(message, str) else repr(message))
-                out = self.reply(message)
+                out = self.reply(message if isinstance(message, str) else message.decode("latin-1"))
                 for item in out if isinstance(out, list) else [out]:
                     if item is not None:
                         ws.send(item)

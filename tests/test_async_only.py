@@ -70,3 +70,42 @@ async def test_many_sessions_on_one_loop(echo_server: Any) -> None:
 
     counts = await asyncio.gather(*(episode(n) for n in range(32)))
     assert counts == [10] * 32
+
+
+def _managed_of_this_process(engine: Any) -> list[str]:
+    import os
+
+    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.2, 0.5, 1.5])
+async def test_cancellation_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: Any, after: float) -> None:
+    task = asyncio.create_task(
+        Env.from_docker_image("openenv-test/slow:latest", env_vars={"OPENENV_TEST_DELAY": "3"})
+    )
+    await asyncio.sleep(after)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the shielded cleanup may still be finishing in its worker thread
+    for _ in range(100):
+        if not _managed_of_this_process(docker_engine):
+            break
+        await asyncio.sleep(0.05)
+    assert _managed_of_this_process(docker_engine) == []
+
+
+async def test_cancellation_during_process_bootstrap_stops_the_process() -> None:
+    import sys
+
+    from openenv.aio import ProcessProvider
+
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+    task = asyncio.create_task(Env.from_provider(provider, ready_timeout=30))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert provider._child is None

@@ -172,7 +172,7 @@ def test_generic_codec_passes_dicts_and_dumps_models() -> None:
 
 
 def test_typed_codec() -> None:
-    codec = Codec(action=EchoAction, observation=EchoObservation, state=State)
+    codec: Codec[Any, Any, Any] = Codec(action=EchoAction, observation=EchoObservation, state=State)
     assert codec._step_payload({"message": "m"}) == {"metadata": {}, "message": "m"}
     with pytest.raises(pydantic.ValidationError):
         codec._step_payload({"message": 3, "nope": 1})
@@ -211,7 +211,13 @@ def test_client_options() -> None:
     assert "proxy" not in options.ws_kwargs(remote)
     assert ClientOptions(compression=True).ws_kwargs(local)["compression"] == "deflate"
     assert ClientOptions(compression=False).ws_kwargs(remote)["compression"] is None
-    for bad in [{"connect_timeout": -1}, {"ping_interval": "3"}, {"max_message_size": 1.5}, {"compression": "yes"}]:
+    bads: list[dict[str, Any]] = [
+        {"connect_timeout": -1},
+        {"ping_interval": "3"},
+        {"max_message_size": 1.5},
+        {"compression": "yes"},
+    ]
+    for bad in bads:
         with pytest.raises(ValueError):
             ClientOptions(**bad)
     with pytest.raises(TypeError):

@@ -50,7 +50,7 @@ def test_flavoured_twins_have_the_same_api(name: str) -> None:
         if not callable(member):
             assert member == other, name
             continue
-        assert str(inspect.signature(member)) == str(inspect.signature(other)), name
+        assert str(inspect.signature(member)) == str(inspect.signature(other)), name  # type: ignore[arg-type]
         assert inspect.getdoc(member) == inspect.getdoc(other), name
         assert inspect.iscoroutinefunction(other) is False, name
     assert inspect.getdoc(a_cls) == inspect.getdoc(s_cls)

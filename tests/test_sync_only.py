@@ -98,3 +98,39 @@ def test_separate_sessions_from_many_threads(echo_server: Any) -> None:
     for t in threads:
         t.join(60)
     assert errors == []
+
+
+def _managed_of_this_process(engine: Any) -> list[str]:
+    import os
+
+    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("after", [0.05, 0.2, 0.5, 1.5])
+def test_ctrl_c_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: Any, after: float) -> None:
+    timer = threading.Timer(after, _thread.interrupt_main)
+    timer.start()
+    try:
+        env = Env.from_docker_image("openenv-test/slow:latest", env_vars={"OPENENV_TEST_DELAY": "3"})
+    except KeyboardInterrupt:
+        pass
+    else:  # pragma: no cover - the interrupt always lands during the 3 s delay
+        env.close()
+        pytest.fail("bootstrap finished before the interrupt")
+    finally:
+        timer.join()
+    assert _managed_of_this_process(docker_engine) == []
+
+
+def test_ctrl_c_during_process_bootstrap_stops_the_process() -> None:
+    from openenv.sync import ProcessProvider
+
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        Env.from_provider(provider, ready_timeout=30)
+    timer.join()
+    assert provider._child is None

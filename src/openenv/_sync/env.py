@@ -349,8 +349,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         if provider is None:
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
             if where.kind == "url":
-                headers = hosted_headers(where.target, options.pop("headers", None))
-                env = cls(where.target, codec=codec, headers=headers, **options)
+                options["headers"] = hosted_headers(where.target, options.get("headers"))
+                env = cls(where.target, codec=codec, **options)
                 try:
                     return env.connect()
                 except BaseException:
@@ -636,7 +636,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         return self._codec._parse_result(payload)
 
     def _parse_state(self, payload: Dict[str, Any]) -> StateT:
-        return self._codec._parse_state(payload)  # type: ignore[no-any-return]
+        return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
 
     # -- internals -------------------------------------------------------------
 
