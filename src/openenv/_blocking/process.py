@@ -11,8 +11,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Mapping, Optional, Sequence
+from typing import IO
 
 from .._core.errors import ProviderError
 
@@ -23,7 +24,7 @@ __all__ = ["ChildProcess", "free_port", "start_process", "stop_process", "output
 class ChildProcess:
     """A started server process and the file its output goes to."""
 
-    popen: "subprocess.Popen[bytes]"
+    popen: subprocess.Popen[bytes]
     log: IO[bytes]
     command: Sequence[str]
 
@@ -31,7 +32,7 @@ class ChildProcess:
     def pid(self) -> int:
         return self.popen.pid
 
-    def exit_code(self) -> Optional[int]:
+    def exit_code(self) -> int | None:
         """The exit code, or ``None`` while it runs."""
         return self.popen.poll()
 
@@ -46,8 +47,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 def start_process(
     command: Sequence[str],
     *,
-    cwd: Optional[str] = None,
-    env: Optional[Mapping[str, str]] = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ChildProcess:
     """Start ``command`` in its own process group, its output in a temporary file."""
     log = tempfile.TemporaryFile(prefix="openenv-server-")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import PortNotPublished
 
@@ -70,7 +71,7 @@ def _image_basename(image: str) -> str:
     return last.split(":", 1)[0]
 
 
-def new_container_name(image: str, *, pid: Optional[int] = None, suffix: Optional[str] = None) -> str:
+def new_container_name(image: str, *, pid: int | None = None, suffix: str | None = None) -> str:
     """A unique, valid Docker container name for a container of ``image``.
 
     ``openenv-<image basename>-<pid>-<6 hex>``; the basename is sanitised to
@@ -87,12 +88,14 @@ def new_container_name(image: str, *, pid: Optional[int] = None, suffix: Optiona
     return "-".join(parts)
 
 
-def container_labels(session_id: str, *, pid: Optional[int] = None, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def container_labels(
+    session_id: str, *, pid: int | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The labels of a container the SDK starts for ``session_id``.
 
     ``extra`` labels are added first, so they can never override ours.
     """
-    labels: Dict[str, str] = {str(k): str(v) for k, v in (extra or {}).items()}
+    labels: dict[str, str] = {str(k): str(v) for k, v in (extra or {}).items()}
     labels.update(
         {
             LABEL_MANAGED: MANAGED_VALUE,
@@ -109,7 +112,7 @@ def _normalise_port(container_port: Any) -> str:
     return text if "/" in text else f"{text}/tcp"
 
 
-def parse_port_binding(ports_attr: Optional[Mapping[str, Any]], container_port: Any = 8000) -> int:
+def parse_port_binding(ports_attr: Mapping[str, Any] | None, container_port: Any = 8000) -> int:
     """The host port published for ``container_port``.
 
     ``ports_attr`` has the shape of Docker's ``NetworkSettings.Ports`` (what

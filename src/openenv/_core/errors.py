@@ -264,10 +264,12 @@ class ContainerExited(ProviderError):
     """
 
     container: str
-    exit_code: Optional[int]
+    exit_code: int | None
     logs: str
 
-    def __init__(self, container: str, exit_code: Optional[int], logs: str = "", status: str = "exited") -> None:
+    def __init__(
+        self, container: str, exit_code: int | None, logs: str = "", status: str = "exited"
+    ) -> None:
         self.container = container
         self.exit_code = exit_code
         self.logs = logs or ""
@@ -312,3 +314,47 @@ __all__ += [
     "ContainerExited",
     "ReadinessTimeout",
 ]
+
+
+# --- MCP tool errors ---
+#
+# Raised by ``list_tools``/``call_tool``/``get_tool``: a JSON-RPC error from the
+# server (``mcp`` frame or ``POST /mcp``), or an ``error`` object in a
+# ``call_tool`` step observation.  Never swallowed into an empty result.
+
+
+class ToolError(OpenEnvError):
+    """An MCP request failed on the server (JSON-RPC error, or a step-loop tool error).
+
+    Attributes:
+        message: the server's message, such as ``"Error calling tool 'fail': bad"``.
+        code: the JSON-RPC error code (``-32603`` tool raised / no MCP support,
+            ``-32602`` bad params or unknown session, ``-32000`` capacity, ...),
+            or ``None`` when the server sent none.
+        data: the JSON-RPC ``error.data`` (for step-loop errors: the
+            observation's ``error`` object, with its ``error_type``).
+        tool: the tool's name, for ``tools/call``.
+    """
+
+    message: str
+    code: Optional[int]
+    data: Any
+    tool: Optional[str]
+
+    def __init__(self, message: str, code: Optional[int] = None, data: Any = None, tool: Optional[str] = None) -> None:
+        self.message = message
+        self.code = code
+        self.data = data
+        self.tool = tool
+        text = message if code is None else f"{message} (JSON-RPC error {code})"
+        super().__init__(text)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.message, self.code, self.data, self.tool))
+
+
+class ToolNotFound(ToolError, LookupError):
+    """No tool of that name (``get_tool``, or the server's unknown-tool error)."""
+
+
+__all__ += ["ToolError", "ToolNotFound"]
