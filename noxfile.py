@@ -142,3 +142,19 @@ def demo(session: nox.Session) -> None:
     """Install the project and run `python -m openenv run` (args after -- are passed on)."""
     session.install("-e", ".")
     session.run("python", "-m", "openenv", "run", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks vs raw websockets floors and openenv==0.10.0 (bench/README.md); `-- --only docker`."""
+    session.install("-e", ".[docker]", "matplotlib")
+    # The released client installs the import name `openenv` too: it gets a venv of its own.
+    released = Path(session.virtualenv.location).parent / "bench-openenv-0.10.0"
+    python = released / ("Scripts" if os.name == "nt" else "bin") / "python"
+    marker = released / ".openenv-0.10.0-installed"
+    if not marker.exists():
+        shutil.rmtree(released, ignore_errors=True)
+        session.run_install(sys.executable, "-m", "venv", str(released), external=True)
+        session.run_install(str(python), "-m", "pip", "install", "--quiet", "openenv==0.10.0", external=True)
+        marker.touch()
+    session.run("python", "bench/run.py", "--released-python", str(python), *session.posargs)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Iterator, List
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def counter_server() -> Iterator[EnvServer]:
 @pytest.fixture
 def server_factory() -> Iterator[Callable[..., EnvServer]]:
     """Start extra servers (stopped at the end of the test): ``server_factory(CounterEnv, max_sessions=1)``."""
-    started: List[EnvServer] = []
+    started: list[EnvServer] = []
 
     def start(factory: Any = CounterEnv, **kwargs: Any) -> EnvServer:
         kwargs.setdefault("host", "127.0.0.1")
@@ -50,7 +51,7 @@ def server_factory() -> Iterator[Callable[..., EnvServer]]:
 @pytest.fixture
 def script_server() -> Iterator[Callable[[Callable[[str], Any]], ScriptServer]]:
     """Start raw WebSocket servers that answer frames with a script."""
-    started: List[ScriptServer] = []
+    started: list[ScriptServer] = []
 
     def start(reply: Callable[[str], Any]) -> ScriptServer:
         server = ScriptServer(reply)

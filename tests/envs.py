@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
@@ -42,7 +43,7 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         self._state = CounterState()
         self._count = 0
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, start: int = 0) -> CounterObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> CounterObservation:
         self._state = CounterState(episode_id=episode_id or "ep", step_count=0, total=start)
         self._count = start
         return CounterObservation(count=start, note=f"seed={seed}", metadata={"reset": True})
@@ -77,8 +78,8 @@ class ScriptServer:
 
     def __init__(self, reply: Callable[[str], Any]) -> None:
         self.reply = reply
-        self.received: List[str] = []
-        self.headers: List[Any] = []
+        self.received: list[str] = []
+        self.headers: list[Any] = []
         self._server: Server = serve(self._handler, "127.0.0.1", 0)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

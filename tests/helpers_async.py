@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, List
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 
-async def gather(*calls: Callable[[], Awaitable[Any]], stagger: float = 0.1) -> List[Any]:
+async def gather(*calls: Callable[[], Awaitable[Any]], stagger: float = 0.1) -> list[Any]:
     """Run the calls concurrently (each started ``stagger`` s after the previous one).
 
     Returns each call's result or the exception it raised, in order.

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 
-def gather(*calls: Callable[[], Any], stagger: float = 0.1) -> List[Any]:
+def gather(*calls: Callable[[], Any], stagger: float = 0.1) -> list[Any]:
     """Run the calls concurrently in threads (each started ``stagger`` s after the previous one).
 
     Returns each call's result or the exception it raised, in order.
     """
-    results: List[Any] = [None] * len(calls)
+    results: list[Any] = [None] * len(calls)
 
     def run(index: int, call: Callable[[], Any]) -> None:
         try:

@@ -82,9 +82,7 @@ def _managed_of_this_process(engine: Any) -> list[str]:
 @pytest.mark.docker
 @pytest.mark.parametrize("after", [0.0, 0.05, 0.2, 0.5, 1.5])
 async def test_cancellation_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: Any, after: float) -> None:
-    task = asyncio.create_task(
-        Env.from_docker_image("openenv-test/slow:latest", env_vars={"OPENENV_TEST_DELAY": "3"})
-    )
+    task = asyncio.create_task(Env.from_docker_image("openenv-test/slow:latest", env_vars={"OPENENV_TEST_DELAY": "3"}))
     await asyncio.sleep(after)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -65,8 +65,16 @@ def test_bad_urls(bad: Any) -> None:
 
 @pytest.mark.parametrize(
     ("host", "local"),
-    [("127.0.0.1", True), ("localhost", True), ("[::1]", True), ("10.1.2.3", True), ("192.168.0.2", True),
-     ("example.com", False), ("8.8.8.8", False), ("x.hf.space", False)],
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("[::1]", True),
+        ("10.1.2.3", True),
+        ("192.168.0.2", True),
+        ("example.com", False),
+        ("8.8.8.8", False),
+        ("x.hf.space", False),
+    ],
 )
 def test_locality(host: str, local: bool) -> None:
     assert parse_base_url(f"http://{host}:1").is_local is local
@@ -117,15 +125,22 @@ def test_decode_reply_checks_the_type() -> None:
 def test_error_frames_become_typed_exceptions() -> None:
     capacity = {
         "message": "Server at capacity: 2/2 sessions active. Cannot accept new connections.",
-        "code": "CAPACITY_REACHED", "active_sessions": 2, "max_sessions": 2,
+        "code": "CAPACITY_REACHED",
+        "active_sessions": 2,
+        "max_sessions": 2,
     }
     with pytest.raises(CapacityReached) as info:
         frames.decode_reply(json.dumps({"type": "error", "data": capacity}), frames.OBSERVATION)
     assert (info.value.active_sessions, info.value.max_sessions, info.value.fatal) == (2, 2, True)
-    validation = error_from_frame({
-        "message": "Invalid message", "code": "VALIDATION_ERROR",
-        "errors": [{"type": "less_than_equal", "loc": ["delta"], "msg": "Input should be less than or equal to 100"}],
-    })
+    validation = error_from_frame(
+        {
+            "message": "Invalid message",
+            "code": "VALIDATION_ERROR",
+            "errors": [
+                {"type": "less_than_equal", "loc": ["delta"], "msg": "Input should be less than or equal to 100"}
+            ],
+        }
+    )
     assert isinstance(validation, ServerValidationError) and not validation.fatal
     assert "delta: Input should be less than or equal to 100" in str(validation)
     execution = error_from_frame({"message": "boom", "code": "EXECUTION_ERROR"})
@@ -140,7 +155,10 @@ def test_error_frames_become_typed_exceptions() -> None:
     ("data", "metadata"),
     [
         ({"observation": {"x": 1, "metadata": {"a": 1}}, "reward": 1, "done": False, "metadata": {"a": 1}}, {"a": 1}),
-        ({"observation": {"x": 1, "metadata": {"a": 1}}, "reward": 1, "done": False}, {"a": 1}),  # only inside the observation
+        (
+            {"observation": {"x": 1, "metadata": {"a": 1}}, "reward": 1, "done": False},
+            {"a": 1},
+        ),  # only inside the observation
         ({"observation": {"x": 1, "metadata": {}}, "reward": 1, "done": False}, {}),  # 0.10 /ws, empty
         ({"observation": {"x": 1}, "reward": 1, "done": False}, {}),  # 0.3: no metadata anywhere
         ({"observation": {"x": 1, "metadata": {}}, "reward": 1.0, "done": False, "metadata": None}, {}),  # HTTP

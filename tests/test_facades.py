@@ -13,7 +13,6 @@ import openenv.aio as aio
 import openenv.sync as sync
 from openenv import _shim_async, _shim_sync
 
-
 FLAVOURED = {"Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider"}
 
 

@@ -35,8 +35,11 @@ from ._core.errors import (
     SessionBusy,
     SessionError,
     SessionLost,
+    ToolError,
+    ToolNotFound,
     UnknownMessageType,
 )
+from ._core.mcp import Tool, ToolResult
 from ._core.models import Action, Observation, State, StepResult
 
 __version__ = "0.1.0"
@@ -71,5 +74,9 @@ __all__ = [
     "SessionLost",
     "State",
     "StepResult",
+    "Tool",
+    "ToolError",
+    "ToolNotFound",
+    "ToolResult",
     "UnknownMessageType",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection as WebSocket
 from websockets.asyncio.client import connect as _connect
@@ -40,7 +41,7 @@ def ws_connect(url: str, **options: Any) -> Any:
 
 if sys.version_info >= (3, 11):
 
-    async def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+    async def ws_recv(ws: WebSocket, timeout: float | None) -> Any:
         """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
         if timeout is None:
             return await ws.recv()
@@ -49,7 +50,7 @@ if sys.version_info >= (3, 11):
 
 else:  # pragma: no cover - Python 3.10
 
-    async def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+    async def ws_recv(ws: WebSocket, timeout: float | None) -> Any:
         """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
         try:
             return await asyncio.wait_for(ws.recv(), timeout)

@@ -6,7 +6,8 @@ Same names and parameters as ``_shim_async``; nothing here imports asyncio.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from websockets.sync.client import ClientConnection as WebSocket
 from websockets.sync.client import connect as _connect
@@ -36,7 +37,7 @@ def ws_connect(url: str, **options: Any) -> Any:
     return _connect(url, **options)
 
 
-def ws_recv(ws: WebSocket, timeout: Optional[float]) -> Any:
+def ws_recv(ws: WebSocket, timeout: float | None) -> Any:
     """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
     return ws.recv(timeout=timeout)
 

@@ -156,7 +156,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     break
         mean_ms = 1000 * sum(latencies) / len(latencies) if latencies else 0.0
         print(f"{len(latencies)} steps, mean step latency {mean_ms:.3f} ms")
-        if args.url is None:
+        if args.target is None:
             _tool_demo(Env)
         return 0
     except OpenEnvError as exc:

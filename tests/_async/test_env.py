@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Any
 
 import pydantic
 import pytest
@@ -13,8 +13,8 @@ from openenv.aio import (
     CapacityReached,
     Codec,
     ConnectError,
-    EnvClosed,
     Env,
+    EnvClosed,
     ExecutionError,
     InvalidURL,
     MessageTimeout,
@@ -96,14 +96,14 @@ async def test_typed_codec_validates_before_sending(echo_server: Any) -> None:
 class PortedEchoEnv(Env[EchoAction, EchoObservation, State]):
     """A typed client ported from OpenEnv: only its hooks, no codec."""
 
-    def _step_payload(self, action: EchoAction) -> Dict[str, Any]:
+    def _step_payload(self, action: EchoAction) -> dict[str, Any]:
         return {"message": action.message.upper()}
 
-    def _parse_result(self, payload: Dict[str, Any]) -> StepResult[EchoObservation]:
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[EchoObservation]:
         obs = EchoObservation(**payload["observation"])
         return StepResult(observation=obs, reward=payload.get("reward"), done=payload["done"])
 
-    def _parse_state(self, payload: Dict[str, Any]) -> State:
+    def _parse_state(self, payload: dict[str, Any]) -> State:
         return State(**payload)
 
 

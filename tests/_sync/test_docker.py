@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -23,7 +23,7 @@ ECHO = "openenv-test/echo:latest"
 REGISTRY = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
 
 
-def _ours(engine: Any) -> List[Any]:
+def _ours(engine: Any) -> list[Any]:
     mine = str(os.getpid())
     found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
     return [c for c in found if c.labels.get("org.openenv.pid") == mine]
@@ -84,7 +84,7 @@ def test_a_container_that_dies_while_starting_says_why(docker_engine: Any) -> No
 
 def test_a_container_that_never_becomes_healthy_is_removed(docker_engine: Any) -> None:
     with pytest.raises(ReadinessTimeout) as info:
-        Env.from_docker_image("openenv-test/never:latest", ready_timeout=2)
+        Env.from_docker_image("openenv-test/never:latest", ready_timeout=6)
     assert "HTTP 503" in str(info.value)
     assert _ours(docker_engine) == []
 

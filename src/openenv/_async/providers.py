@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -40,7 +41,7 @@ class Provider(Protocol):
 
     async def start(self) -> str: ...
 
-    async def wait_until_ready(self, base_url: str, timeout: Optional[float]) -> None: ...
+    async def wait_until_ready(self, base_url: str, timeout: float | None) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -66,7 +67,7 @@ class ServerProvider:
         """The server's last output lines, if known."""
         return ""
 
-    async def wait_until_ready(self, base_url: str, timeout: Optional[float]) -> None:
+    async def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
         """Poll ``GET <base_url>/health`` until it answers 200.
 
         Raises:
@@ -122,14 +123,14 @@ class DockerProvider(ServerProvider):
         self,
         image: str,
         *,
-        env_vars: Optional[Mapping[str, str]] = None,
-        run_options: Optional[Mapping[str, Any]] = None,
-        port: Optional[int] = None,
+        env_vars: Mapping[str, str] | None = None,
+        run_options: Mapping[str, Any] | None = None,
+        port: int | None = None,
         host: str = "127.0.0.1",
         container_port: int = 8000,
-        pull: Optional[bool] = None,
-        progress: Optional[Callable[[str], None]] = None,
-        docker_timeout: Optional[float] = 60.0,
+        pull: bool | None = None,
+        progress: Callable[[str], None] | None = None,
+        docker_timeout: float | None = 60.0,
     ) -> None:
         self.image = image
         self.env_vars = dict(env_vars or {})
@@ -143,7 +144,7 @@ class DockerProvider(ServerProvider):
         self.docker_timeout = docker_timeout
         self.session_id = new_session_id()
         self.name = new_container_name(image)
-        self.container_id: Optional[str] = None
+        self.container_id: str | None = None
         self._client: Any = None
         self._lock = threading.Lock()
         self._stopped = False
@@ -231,25 +232,25 @@ class ProcessProvider(ServerProvider):
         self,
         command: Sequence[str],
         *,
-        cwd: Optional[str] = None,
-        env: Optional[Mapping[str, str]] = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
-        port: Optional[int] = None,
+        port: int | None = None,
     ) -> None:
         if isinstance(command, str) or not command:
             raise TypeError("command must be a non-empty list of arguments")
-        self.command: List[str] = list(command)
+        self.command: list[str] = list(command)
         self.cwd = cwd
-        self.env: Dict[str, str] = dict(env or {})
+        self.env: dict[str, str] = dict(env or {})
         self.host = host
         self.port = port
-        self._child: Optional[_process.ChildProcess] = None
+        self._child: _process.ChildProcess | None = None
 
     def __repr__(self) -> str:
         return f"<ProcessProvider {self.command[0]!r} port={self.port}>"
 
     @classmethod
-    def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> "ProcessProvider":
+    def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> ProcessProvider:
         """Serve ``module:Factory`` (an :class:`openenv.server.Environment`) with ``python -m openenv serve``."""
         command = [sys.executable, "-m", "openenv", "serve", factory, "--host", "{host}", "--port", "{port}"]
         return cls([*command, "--max-sessions", str(max_sessions)], **kwargs)
@@ -285,7 +286,7 @@ class ProcessProvider(ServerProvider):
             await run_cleanup(_process.stop_process, child)
 
 
-def _terminal_progress() -> Optional[Callable[[str], None]]:
+def _terminal_progress() -> Callable[[str], None] | None:
     if not sys.stderr.isatty():
         return None
 

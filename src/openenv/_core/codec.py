@@ -11,7 +11,8 @@ subclass it and override OpenEnv's hook names ``_step_payload``,
 
 from __future__ import annotations
 
-from typing import Any, Dict, Generic, Mapping, Optional, Type, TypeVar, cast
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -41,15 +42,15 @@ class Codec(Generic[ActT, ObsT, StateT]):
     ``observation_type`` and ``state_type`` instead, and may override the hooks.
     """
 
-    action_type: Optional[Type[Any]] = None
-    observation_type: Optional[Type[Any]] = None
-    state_type: Optional[Type[Any]] = None
+    action_type: type[Any] | None = None
+    observation_type: type[Any] | None = None
+    state_type: type[Any] | None = None
 
     def __init__(
         self,
-        action: Optional[Type[ActT]] = None,
-        observation: Optional[Type[ObsT]] = None,
-        state: Optional[Type[StateT]] = None,
+        action: type[ActT] | None = None,
+        observation: type[ObsT] | None = None,
+        state: type[StateT] | None = None,
     ) -> None:
         if action is not None:
             self.action_type = action
@@ -70,9 +71,26 @@ class Codec(Generic[ActT, ObsT, StateT]):
         ]
         return f"{type(self).__name__}({', '.join(names)})"
 
+    @classmethod
+    def from_schema(cls, schema: Mapping[str, Any]) -> Codec[Any, Any, Any]:
+        """A codec whose models are built at runtime from a ``GET /schema`` response.
+
+        The ``action``, ``observation`` and ``state`` JSON Schemas become
+        pydantic models (nested ``$defs``, enums, optional fields and the usual
+        constraints included; see :mod:`openenv._core.schema`), so actions are
+        validated before they are sent.  A part missing from ``schema`` stays a
+        plain dict.  The models are on ``action_type``, ``observation_type`` and
+        ``state_type``; build actions with ``codec.action_type(...)`` or pass dicts.
+        """
+        from .schema import models_from_schema
+
+        action, observation, state = models_from_schema(schema)
+        codec: Codec[Any, Any, Any] = _SchemaCodec(action, observation, state)
+        return codec
+
     # OpenEnv's hook names -------------------------------------------------
 
-    def _step_payload(self, action: ActT) -> Dict[str, Any]:
+    def _step_payload(self, action: ActT) -> dict[str, Any]:
         """Turn an action into the JSON object sent in the ``step`` frame."""
         model = self.action_type
         if isinstance(action, BaseModel):
@@ -86,7 +104,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
             return cast(BaseModel, model.model_validate(action)).model_dump(mode="json")
         raise TypeError(f"an action must be a dict or a pydantic model, not {type(action).__name__}")
 
-    def _parse_result(self, payload: Dict[str, Any]) -> StepResult[ObsT]:
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
         """Turn the ``data`` of an ``observation`` frame into a :class:`StepResult`."""
         result = parse_step_result(payload)
         model = self.observation_type
@@ -106,7 +124,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
             raise ProtocolError(f"the observation does not match {model.__name__}: {exc}") from None
         return StepResult(observation, result.reward, result.done, result.metadata)
 
-    def _parse_state(self, payload: Dict[str, Any]) -> StateT:
+    def _parse_state(self, payload: dict[str, Any]) -> StateT:
         """Turn the ``data`` of a ``state`` frame into a state."""
         model = self.state_type
         if model is None:
@@ -115,6 +133,27 @@ class Codec(Generic[ActT, ObsT, StateT]):
             return cast(StateT, model.model_validate(payload))
         except PydanticValidationError as exc:
             raise ProtocolError(f"the state does not match {model.__name__}: {exc}") from None
+
+
+class _SchemaCodec(Codec[Any, Any, Any]):
+    """A codec built by :meth:`Codec.from_schema`.
+
+    Actions are sent with the schema's spelling of aliased names and only with
+    the fields that were given (``exclude_unset``): a field the schema marks
+    optional without a JSON default (pydantic's ``default_factory``) is left
+    to the server's default instead of being sent as ``null``.
+    """
+
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        model = self.action_type
+        if isinstance(action, BaseModel):
+            if model is not None and not isinstance(action, model):
+                raise TypeError(f"expected a {model.__name__} action, got {type(action).__name__}")
+            return action.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        if isinstance(action, Mapping) and model is not None:
+            validated = cast(BaseModel, model.model_validate(action))
+            return validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return super()._step_payload(action)
 
 
 GENERIC: Codec[Any, Any, Any] = Codec()

@@ -7,7 +7,8 @@ Every request gets exactly one reply; a reply of the wrong ``type`` is a
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import MessageTooLarge, ProtocolError, error_from_frame
 from .models import StepResult
@@ -61,7 +62,7 @@ def encode_mcp(request: Mapping[str, Any]) -> str:
     return _encode("mcp", request)
 
 
-def decode_reply(raw: Union[str, bytes], expected: str) -> Dict[str, Any]:
+def decode_reply(raw: str | bytes, expected: str) -> dict[str, Any]:
     """Check one reply frame and return its ``data`` object.
 
     Raises:
@@ -88,7 +89,7 @@ def decode_reply(raw: Union[str, bytes], expected: str) -> Dict[str, Any]:
     raise ProtocolError(f"expected a {expected!r} reply, the server sent {kind!r}: {raw[:120]!r}")
 
 
-def parse_step_result(data: Mapping[str, Any]) -> StepResult[Dict[str, Any]]:
+def parse_step_result(data: Mapping[str, Any]) -> StepResult[dict[str, Any]]:
     """Turn the ``data`` of an ``observation`` frame into a generic :class:`StepResult`.
 
     ``metadata`` is taken from the top level, else from the observation, else
@@ -106,7 +107,7 @@ def parse_step_result(data: Mapping[str, Any]) -> StepResult[Dict[str, Any]]:
     return StepResult(observation, _reward(data.get("reward")), bool(data.get("done", False)), metadata)
 
 
-def _reward(value: Any) -> Optional[float]:
+def _reward(value: Any) -> float | None:
     if value is None:
         return None
     try:
@@ -115,7 +116,7 @@ def _reward(value: Any) -> Optional[float]:
         raise ProtocolError(f"reward is not a number: {value!r:.80}") from None
 
 
-def describe_close(code: Optional[int], reason: str) -> str:
+def describe_close(code: int | None, reason: str) -> str:
     """A readable account of a WebSocket close code."""
     if code is None:
         return "the connection dropped without a close frame"

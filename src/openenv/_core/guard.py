@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Optional, Type
 
 from .errors import SessionBusy
 
@@ -33,9 +32,9 @@ class InFlight:
 
     def __exit__(
         self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._lock.release()
 

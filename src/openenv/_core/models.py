@@ -8,7 +8,7 @@ protocol; environments subclass them.  ``StepResult`` is what ``reset`` and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generic, Optional, TypeVar, Union
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,7 +22,7 @@ class Action(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    metadata: Dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class Observation(BaseModel):
@@ -31,8 +31,8 @@ class Observation(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     done: bool = False
-    reward: Union[bool, int, float, None] = None
-    metadata: Dict[str, Any] = Field(default_factory=dict)
+    reward: bool | int | float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class State(BaseModel):
@@ -40,7 +40,7 @@ class State(BaseModel):
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
-    episode_id: Optional[str] = None
+    episode_id: str | None = None
     step_count: int = Field(default=0, ge=0)
 
 
@@ -58,6 +58,6 @@ class StepResult(Generic[ObsT]):
     """
 
     observation: ObsT
-    reward: Optional[float] = None
+    reward: float | None = None
     done: bool = False
-    metadata: Dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)

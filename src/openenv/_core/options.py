@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any
 
 from typing_extensions import TypedDict
-
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
@@ -23,7 +23,7 @@ __all__ = ["ClientOptions", "EnvOptions", "connect_error", "closed_error", "DEFA
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
 
-def _check_timeout(name: str, value: Optional[float]) -> Optional[float]:
+def _check_timeout(name: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -35,13 +35,13 @@ def _check_timeout(name: str, value: Optional[float]) -> Optional[float]:
 class ClientOptions:
     """Connection options of a client (see ``Env`` for their meaning)."""
 
-    connect_timeout: Optional[float] = 10.0
-    message_timeout: Optional[float] = 60.0
-    max_message_size: Optional[int] = DEFAULT_MAX_MESSAGE_SIZE
-    ping_interval: Optional[float] = 20.0
-    ping_timeout: Optional[float] = 20.0
+    connect_timeout: float | None = 10.0
+    message_timeout: float | None = 60.0
+    max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE
+    ping_interval: float | None = 20.0
+    ping_timeout: float | None = 20.0
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    compression: Optional[bool] = None
+    compression: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "message_timeout", "ping_interval", "ping_timeout"):
@@ -72,9 +72,9 @@ class ClientOptions:
             return not endpoints.is_local
         return self.compression
 
-    def ws_kwargs(self, endpoints: Endpoints) -> Dict[str, Any]:
+    def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""
-        kwargs: Dict[str, Any] = {
+        kwargs: dict[str, Any] = {
             "open_timeout": self.connect_timeout,
             "max_size": self.max_message_size,
             "ping_interval": self.ping_interval,
@@ -90,7 +90,7 @@ class ClientOptions:
         return kwargs
 
 
-def connect_error(exc: BaseException, endpoints: Endpoints, timeout: Optional[float]) -> OpenEnvError:
+def connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | None) -> OpenEnvError:
     """Our error for an exception raised while opening the WebSocket."""
     url = redact_url(endpoints.ws_url)
     if isinstance(exc, OpenEnvError):
@@ -120,7 +120,7 @@ def connect_error(exc: BaseException, endpoints: Endpoints, timeout: Optional[fl
     return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
 
 
-def closed_error(exc: ConnectionClosed, what: str, max_size: Optional[int], episode: bool) -> OpenEnvError:
+def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:
     """Our error for a connection that closed during a request."""
     sent, rcvd = exc.sent, exc.rcvd
     if rcvd is not None and sent is not None and exc.rcvd_then_sent:
@@ -148,10 +148,11 @@ def closed_error(exc: ConnectionClosed, what: str, max_size: Optional[int], epis
 class EnvOptions(TypedDict, total=False):
     """The connection options of ``Env(...)``, accepted by its other constructors too."""
 
-    connect_timeout: Optional[float]
-    message_timeout: Optional[float]
-    max_message_size: Optional[int]
-    ping_interval: Optional[float]
-    ping_timeout: Optional[float]
-    headers: Optional[Mapping[str, str]]
-    compression: Optional[bool]
+    connect_timeout: float | None
+    message_timeout: float | None
+    max_message_size: int | None
+    ping_interval: float | None
+    ping_timeout: float | None
+    headers: Mapping[str, str] | None
+    compression: bool | None
+    mode: str | None

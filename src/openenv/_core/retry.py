@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 __all__ = ["Deadline", "backoff"]
 
@@ -13,11 +13,11 @@ class Deadline:
 
     __slots__ = ("_end", "timeout")
 
-    def __init__(self, timeout: Optional[float]) -> None:
+    def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
         self._end = None if timeout is None else time.monotonic() + timeout
 
-    def remaining(self) -> Optional[float]:
+    def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no limit."""
         if self._end is None:
             return None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional
 
 from .errors import InvalidURL
 from .urls import DEFAULT_SPACE_REGISTRY, parse_base_url, space_image, space_subdomain, space_url
@@ -34,7 +34,7 @@ def classify_source(
     *,
     use_docker: bool = True,
     tag: str = "latest",
-    registry: Optional[str] = None,
+    registry: str | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> Source:
     """Decide how to reach ``source``.
@@ -63,7 +63,9 @@ def classify_source(
     return Source("url", space_url(text))
 
 
-def hosted_headers(base_url: str, headers: Optional[Mapping[str, str]], environ: Mapping[str, str] = os.environ) -> Dict[str, str]:
+def hosted_headers(
+    base_url: str, headers: Mapping[str, str] | None, environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
     """Headers for a hosted Space: ``Authorization: Bearer $HF_TOKEN`` when set.
 
     The token is only ever sent to ``*.hf.space`` hosts, and never replaces an

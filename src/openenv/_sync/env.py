@@ -536,7 +536,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Ask the WebSocket which session it serves (``openenv/session/create`` over ``/ws``)."""
         assert self._ws is not None
         request_id = self._mcp.ids.next()
-        self._ws.send(frames.encode_mcp(mcp.rpc_request(mcp.SESSION_CREATE, {}, request_id)))
+        try:
+            self._ws.send(frames.encode_mcp(mcp.rpc_request(mcp.SESSION_CREATE, {}, request_id)))
+        except ConnectionClosed:
+            pass  # refused at once (CAPACITY_REACHED): the reason is still to be read
         raw = ws_recv(self._ws, self._options.message_timeout)
         return mcp.session_id_of(mcp.rpc_result(frames.decode_reply(raw, frames.MCP), request_id))
 

@@ -18,5 +18,6 @@ from openenv._core.models import Action, Observation, State
 
 from .app import EnvServer, serve
 from .environment import Environment
+from .tools import tool
 
-__all__ = ["Environment", "EnvServer", "serve", "Action", "Observation", "State"]
+__all__ = ["Environment", "EnvServer", "serve", "tool", "Action", "Observation", "State"]

@@ -14,8 +14,9 @@ What it serves
 * ``/ws`` (WebSocket, exact path; the query string is ignored): one environment
   instance per connection, created by the factory after a capacity slot has
   been reserved. Frames ``reset``, ``step``, ``state``, ``close`` and ``mcp``
-  (the last answers JSON-RPC error ``-32603 Environment does not support MCP``
-  for now). One reply per request, in order; each connection runs in its own
+  (JSON-RPC ``tools/list``/``tools/call`` for environments with
+  :func:`~openenv.server.tool` methods, see :mod:`openenv.server.tools`;
+  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each connection runs in its own
   thread (websockets' own), so a slow ``step`` blocks only its session while
   keepalive pings are still answered.
 * HTTP ``GET /health``, ``/metadata``, ``/schema`` and ``/state`` (stateless:
@@ -55,6 +56,7 @@ import json
 import logging
 import signal
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
@@ -72,6 +74,7 @@ from openenv._core.errors import ErrorCode
 from openenv._core.models import Action, Observation, State
 
 from .environment import Environment, filter_kwargs
+from .tools import handle_rpc, is_mcp_action, step_observation
 
 __all__ = ["EnvServer", "serve", "step_result", "EnvFactory", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -554,7 +557,7 @@ class EnvServer:
             peer = _peer(connection)
             logger.debug("session opened (%s)", peer)
             try:
-                self._session_loop(connection, env)
+                self._session_loop(connection, env, str(uuid.uuid4()))
             finally:
                 _close_quietly(env)
                 logger.debug("session closed (%s)", peer)
@@ -562,7 +565,7 @@ class EnvServer:
             with self._lock:
                 self._active -= 1
 
-    def _session_loop(self, connection: ServerConnection, env: Any) -> None:
+    def _session_loop(self, connection: ServerConnection, env: Any, session_id: str = "") -> None:
         while True:
             try:
                 raw = connection.recv()
@@ -573,7 +576,7 @@ class EnvServer:
                 _send(connection, _error_frame(ErrorCode.SESSION_ERROR, "'text'"))
                 return
             try:
-                reply, keep_open = self._dispatch(env, raw)
+                reply, keep_open = self._dispatch(env, raw, session_id)
             except Exception as exc:  # a bug here, not in the environment
                 logger.exception("session failed")
                 _send(connection, _error_frame(ErrorCode.SESSION_ERROR, str(exc)))
@@ -583,7 +586,7 @@ class EnvServer:
             if not keep_open:
                 return
 
-    def _dispatch(self, env: Any, raw: str) -> tuple[str | None, bool]:
+    def _dispatch(self, env: Any, raw: str, session_id: str = "") -> tuple[str | None, bool]:
         """Handle one text frame: (reply frame or ``None``, keep the session open)."""
         try:
             msg = json.loads(raw)
@@ -631,7 +634,7 @@ class EnvServer:
         if mtype == "mcp":
             if not (clean and isinstance(data, dict)):
                 return _envelope_error(_DataMessage, msg), True
-            return self._mcp(env, data), True
+            return self._mcp(env, data, session_id), True
         return _error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {mtype}"), True
 
     def _reset(self, env: Any, data: dict[str, Any]) -> str:
@@ -645,6 +648,8 @@ class EnvServer:
             return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
 
     def _step(self, env: Any, data: dict[str, Any]) -> str:
+        if is_mcp_action(env, data):  # list_tools / call_tool through the step loop
+            return '{"type":"observation","data":' + _dumps(step_observation(env, data)) + "}"
         action_type: type[BaseModel] = getattr(env, "action_type", Action)
         try:
             action = action_type.model_validate(data)
@@ -667,13 +672,9 @@ class EnvServer:
             logger.info("state raised", exc_info=True)
             return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
 
-    def _mcp(self, env: Any, request: dict[str, Any]) -> str:
-        """Answer an ``mcp`` frame. No MCP support yet: JSON-RPC error -32603."""
-        response = {
-            "jsonrpc": "2.0",
-            "id": request.get("id"),
-            "error": {"code": -32603, "message": "Environment does not support MCP", "data": None},
-        }
+    def _mcp(self, env: Any, request: dict[str, Any], session_id: str = "") -> str:
+        """Answer an ``mcp`` frame (JSON-RPC 2.0) against the session's environment."""
+        response = handle_rpc(env, request, session_id)
         return '{"type":"mcp","data":' + _dumps(response) + "}"
 
 
