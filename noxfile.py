@@ -101,13 +101,6 @@ def docker(session: nox.Session) -> None:
 
 
 @nox.session
-def interop(session: nox.Session) -> None:
-    """Tests against released OpenEnv packages from PyPI (marker `interop`)."""
-    session.install("-e", ".[docker]", *TEST_DEPS)
-    _pytest(session, "-m", "interop", *session.posargs)
-
-
-@nox.session
 def build(session: nox.Session) -> None:
     """Build sdist + wheel (the hook checks the twin), install the wheel, import both facades."""
     session.install("build")
@@ -131,8 +124,7 @@ def build(session: nox.Session) -> None:
     # the repo root has no top-level openenv/, so this imports the installed wheel
     session.run(python, "-c", smoke, external=True)
     sync_only = (
-        "import sys, openenv.sync\n"
-        "assert 'asyncio' not in sys.modules, 'import openenv.sync imported asyncio'\n"
+        "import sys, openenv.sync\nassert 'asyncio' not in sys.modules, 'import openenv.sync imported asyncio'\n"
     )
     session.run(python, "-c", sync_only, external=True)
 
@@ -158,3 +150,25 @@ def bench(session: nox.Session) -> None:
         session.run_install(str(python), "-m", "pip", "install", "--quiet", "openenv==0.10.0", external=True)
         marker.touch()
     session.run("python", "bench/run.py", "--released-python", str(python), *session.posargs)
+
+
+@nox.session
+def interop(session: nox.Session) -> None:
+    """Our clients/server against the released openenv 0.10.0 and openenv-core 0.3.0 (-m interop).
+
+    The released packages (both install the import name ``openenv``) go into
+    their own venvs under .nox/interop-releases (created once, reused), are run
+    only as subprocesses, and never imported here; the matrix is printed at the end.
+    """
+    session.install("-e", ".[docker]", *TEST_DEPS)
+    venvs = ROOT / ".nox" / "interop-releases"
+    for version, spec in (("0.10.0", "openenv==0.10.0"), ("0.3.0", "openenv-core==0.3.0")):
+        venv = venvs / f"v{version}"
+        marker = venv / ".openenv-installed"
+        if not marker.exists():
+            session.run("python", "-m", "venv", str(venv))
+            session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", spec, external=True)
+            marker.write_text(spec)
+    session.env["OPENENV_INTEROP_VENVS"] = str(venvs)
+    session.env["OPENENV_INTEROP_MATRIX"] = str(venvs / "matrix.json")
+    _pytest(session, "-m", "interop", "-p", "anyio", *session.posargs)

@@ -77,9 +77,7 @@ TREES: tuple[tuple[str, str], ...] = (
 )
 BANNED_IMPORTS = ("asyncio", "anyio", "trio", "sniffio", "websockets.asyncio")
 ASYNC_NAME = re.compile(r"Async[A-Z]\w*")
-RESIDUE = re.compile(
-    r"\b(await|async|asyncio|anyio|aclose|aiter|anext|__aenter__|__aexit__)\b|\bSync[A-Z]\w*\b"
-)
+RESIDUE = re.compile(r"\b(await|async|asyncio|anyio|aclose|aiter|anext|__aenter__|__aexit__)\b|\bSync[A-Z]\w*\b")
 STALE_HINT = "run `nox -s unasync` and commit the result"
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,14 +95,10 @@ def load_unasync() -> ModuleType:
     try:
         import unasync
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise CodegenError(
-            [f"cannot import unasync ({exc}); install unasync=={UNASYNC_VERSION} (nox does)"]
-        ) from exc
+        raise CodegenError([f"cannot import unasync ({exc}); install unasync=={UNASYNC_VERSION} (nox does)"]) from exc
     version = getattr(unasync, "__version__", "?")
     if version != UNASYNC_VERSION:
-        raise CodegenError(
-            [f"refusing to run with unasync {version}: the output is pinned to {UNASYNC_VERSION}"]
-        )
+        raise CodegenError([f"refusing to run with unasync {version}: the output is pinned to {UNASYNC_VERSION}"])
     return unasync
 
 
@@ -157,9 +151,7 @@ def lint_source(
             continue
         for name in names:
             if _is_banned(name):
-                problems.append(
-                    f"{path}:{node.lineno}: imports {name}; flavour-specific code goes in the shim"
-                )
+                problems.append(f"{path}:{node.lineno}: imports {name}; flavour-specific code goes in the shim")
                 break
     toks = tokenize_rt.src_to_tokens(text)
     for i, tok in enumerate(toks):
@@ -248,9 +240,7 @@ def generate(root: Path, tokens: Mapping[str, str], workdir: Path) -> dict[str, 
         try:
             compile(text, target_rel, "exec", dont_inherit=True)
         except SyntaxError as exc:
-            problems.append(
-                f"{target_rel}:{exc.lineno}: generated code does not compile: {exc.msg}"
-            )
+            problems.append(f"{target_rel}:{exc.lineno}: generated code does not compile: {exc.msg}")
         for lineno, line in enumerate(text.splitlines()[1:], start=2):
             for match in RESIDUE.finditer(line):
                 problems.append(
@@ -338,9 +328,7 @@ def _prune_empty_dirs(directory: Path, root: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="verify only; write nothing")
-    parser.add_argument(
-        "--root", type=Path, default=ROOT, help="repository root (default: %(default)s)"
-    )
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root (default: %(default)s)")
     args = parser.parse_args(argv)
     return run(args.root, check=args.check)
 

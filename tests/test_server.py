@@ -59,9 +59,7 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         self.closed = False
         self.reset_calls: list[dict[str, Any]] = []
 
-    def reset(
-        self, seed: int | None = None, episode_id: str | None = None, start: int = 0
-    ) -> CounterObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> CounterObservation:
         self.reset_calls.append({"seed": seed, "episode_id": episode_id, "start": start})
         if start == -99:
             raise ValueError("cannot start at -99")
@@ -79,9 +77,7 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
         self._state.total = self.count
         meta = {"step": self._state.step_count} if action.delta else {}
         reward: float = action.delta if action.int_reward else float(action.delta)
-        return CounterObservation(
-            count=self.count, reward=reward, done=self.count >= 10, metadata=meta
-        )
+        return CounterObservation(count=self.count, reward=reward, done=self.count >= 10, metadata=meta)
 
     @property
     def state(self) -> CounterState:
@@ -97,9 +93,7 @@ class KwargsEnv(Environment[Action, Observation, State]):
     def __init__(self) -> None:
         self.seen: dict[str, Any] = {}
 
-    def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
-    ) -> Observation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:
         self.seen = {"seed": seed, "episode_id": episode_id, **kwargs}
         return Observation(metadata={"seen": self.seen})
 
@@ -336,8 +330,7 @@ def test_appendix_a_transcript(counter: EnvServer) -> None:
     """Appendix A of the protocol doc, frame for frame (byte-exact where it matters)."""
     with ws(counter) as conn:
         assert (
-            ask_raw(conn, '{"type":"state"}')
-            == '{"type":"state","data":{"episode_id":null,"step_count":0,"total":0}}'
+            ask_raw(conn, '{"type":"state"}') == '{"type":"state","data":{"episode_id":null,"step_count":0,"total":0}}'
         )
         assert ask_raw(conn, '{"type":"reset"}') == (
             '{"type":"observation","data":{"observation":{"metadata":{"reset":true},"count":0,'
@@ -374,8 +367,7 @@ def test_appendix_a_transcript(counter: EnvServer) -> None:
         assert data["message"] == "Invalid message"
         assert [(e["type"], e["loc"]) for e in data["errors"]] == [("extra_forbidden", ["id"])]
         assert ask_raw(conn, '{"type":"bogus"}') == (
-            '{"type":"error","data":{"message":"Unknown message type: bogus",'
-            '"code":"UNKNOWN_TYPE"}}'
+            '{"type":"error","data":{"message":"Unknown message type: bogus","code":"UNKNOWN_TYPE"}}'
         )
         assert ask_raw(conn, "{not json") == (
             '{"type":"error","data":{"message":"Invalid JSON: Expecting property name enclosed in '
@@ -499,9 +491,7 @@ def test_unknown_type(counter: EnvServer, frame: dict[str, Any], message: str) -
         ({"type": "mcp", "data": "x"}, [("dict_type", ["data"])]),
     ],
 )
-def test_envelope_validation(
-    counter: EnvServer, frame: dict[str, Any], expected: list[tuple[str, list[Any]]]
-) -> None:
+def test_envelope_validation(counter: EnvServer, frame: dict[str, Any], expected: list[tuple[str, list[Any]]]) -> None:
     with ws(counter) as conn:
         data = error(ask(conn, frame))
         assert data["code"] == "VALIDATION_ERROR"
@@ -645,8 +635,7 @@ def test_capacity_refusal_and_slot_release() -> None:
             assert srv.active_sessions == 1
             with ws(srv) as second:  # the upgrade is accepted, the first reply refuses
                 assert error(json.loads(second.recv(timeout=10))) == {
-                    "message": "Server at capacity: 1/1 sessions active. "
-                    "Cannot accept new connections.",
+                    "message": "Server at capacity: 1/1 sessions active. Cannot accept new connections.",
                     "code": "CAPACITY_REACHED",
                     "active_sessions": 1,
                     "max_sessions": 1,
@@ -700,9 +689,7 @@ def test_slow_step_blocks_only_its_own_session(counter: EnvServer) -> None:
         slow.send(json.dumps({"type": "step", "data": {"delta": 1, "wait": True}}))
         # The other session answers while the first step is still blocked.
         assert ask(fast, {"type": "reset"})["type"] == "observation"
-        assert (
-            ask(fast, {"type": "step", "data": {"delta": 2}})["data"]["observation"]["count"] == 2
-        )
+        assert ask(fast, {"type": "step", "data": {"delta": 2}})["data"]["observation"]["count"] == 2
         CounterEnv.GATE.set()
         assert json.loads(slow.recv(timeout=10))["data"]["observation"]["count"] == 1
 
@@ -784,9 +771,7 @@ def test_reset_kwargs_are_filtered_by_signature() -> None:
 def test_reset_kwargs_all_pass_with_var_keyword() -> None:
     with EnvServer(KwargsEnv) as srv, ws(srv) as conn:
         reply = ask(conn, {"type": "reset", "data": {"seed": 1, "anything": [1, 2]}})
-    assert reply["data"]["metadata"] == {
-        "seen": {"seed": 1, "episode_id": None, "anything": [1, 2]}
-    }
+    assert reply["data"]["metadata"] == {"seen": {"seed": 1, "episode_id": None, "anything": [1, 2]}}
 
 
 def test_filter_kwargs_unit() -> None:

@@ -139,10 +139,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         latencies: list[float] = []
         with env:
             result = env.reset()
-            print(
-                f"reset:  observation={_short(result.observation)} "
-                f"reward={_num(result.reward)} done={result.done}"
-            )
+            print(f"reset:  observation={_short(result.observation)} reward={_num(result.reward)} done={result.done}")
             for n in range(1, args.steps + 1):
                 action = {"message": f"hello {n}"}
                 start = time.perf_counter()
@@ -271,15 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p_serve = commands.add_parser("serve", help="serve an environment over the OpenEnv protocol")
-    p_serve.add_argument(
-        "factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'"
-    )
-    p_serve.add_argument(
-        "--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)"
-    )
-    p_serve.add_argument(
-        "--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)"
-    )
+    p_serve.add_argument("factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'")
+    p_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    p_serve.add_argument("--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)")
     p_serve.add_argument(
         "--max-sessions",
         type=int,
@@ -288,9 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_serve.set_defaults(func=_cmd_serve)
 
-    p_run = commands.add_parser(
-        "run", help="run a short echo-style episode and report step latency"
-    )
+    p_run = commands.add_parser("run", help="run a short echo-style episode and report step latency")
     p_run.add_argument(
         "target",
         nargs="?",
@@ -301,14 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "--ready-timeout", type=float, default=60.0, help="seconds for a started server to become healthy"
     )
-    p_run.add_argument(
-        "--steps", type=_positive_or_zero, default=5, help="number of steps (default: 5)"
-    )
+    p_run.add_argument("--steps", type=_positive_or_zero, default=5, help="number of steps (default: 5)")
     p_run.set_defaults(func=_cmd_run)
 
-    p_prune = commands.add_parser(
-        "prune", help="remove containers openenv started whose owner process is gone"
-    )
+    p_prune = commands.add_parser("prune", help="remove containers openenv started whose owner process is gone")
     p_prune.add_argument("--all", action="store_true", help="also remove containers of live processes")
     p_prune.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p_prune.set_defaults(func=_cmd_prune)
@@ -320,8 +305,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Type
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "OpenEnvError",
@@ -114,11 +115,11 @@ class ServerError(OpenEnvError):
 
     code: str
     message: str
-    details: Dict[str, Any]
+    details: dict[str, Any]
     #: Whether the server closes the connection after this error.
     fatal: bool = False
 
-    def __init__(self, message: str, code: str, details: Optional[Mapping[str, Any]] = None) -> None:
+    def __init__(self, message: str, code: str, details: Mapping[str, Any] | None = None) -> None:
         self.code = code
         self.message = message
         self.details = dict(details or {})
@@ -171,12 +172,12 @@ class CapacityReached(ServerError):
     fatal = True
 
     @property
-    def active_sessions(self) -> Optional[int]:
+    def active_sessions(self) -> int | None:
         value = self.details.get("active_sessions")
         return value if isinstance(value, int) else None
 
     @property
-    def max_sessions(self) -> Optional[int]:
+    def max_sessions(self) -> int | None:
         value = self.details.get("max_sessions")
         return value if isinstance(value, int) else None
 
@@ -193,7 +194,7 @@ class SessionError(ServerError):
     fatal = True
 
 
-_BY_CODE: Dict[str, Type[ServerError]] = {
+_BY_CODE: dict[str, type[ServerError]] = {
     ErrorCode.INVALID_JSON: InvalidJSON,
     ErrorCode.UNKNOWN_TYPE: UnknownMessageType,
     ErrorCode.VALIDATION_ERROR: ServerValidationError,
@@ -267,9 +268,7 @@ class ContainerExited(ProviderError):
     exit_code: int | None
     logs: str
 
-    def __init__(
-        self, container: str, exit_code: int | None, logs: str = "", status: str = "exited"
-    ) -> None:
+    def __init__(self, container: str, exit_code: int | None, logs: str = "", status: str = "exited") -> None:
         self.container = container
         self.exit_code = exit_code
         self.logs = logs or ""
@@ -337,11 +336,11 @@ class ToolError(OpenEnvError):
     """
 
     message: str
-    code: Optional[int]
+    code: int | None
     data: Any
-    tool: Optional[str]
+    tool: str | None
 
-    def __init__(self, message: str, code: Optional[int] = None, data: Any = None, tool: Optional[str] = None) -> None:
+    def __init__(self, message: str, code: int | None = None, data: Any = None, tool: str | None = None) -> None:
         self.message = message
         self.code = code
         self.data = data

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import copy
-from contextlib import ExitStack
-from types import TracebackType
 import os
 import sys
-from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Type, Union
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from types import TracebackType
+from typing import Any, Generic
 
 import httpx
 from typing_extensions import Self, TypeVar, Unpack
@@ -27,8 +28,8 @@ from .._core.errors import (
     ToolError,
     ToolNotFound,
 )
-from .._core.mcp import PRODUCTION, McpState, Tool, ToolResult
 from .._core.guard import InFlight
+from .._core.mcp import PRODUCTION, McpState, Tool, ToolResult
 from .._core.models import StepResult
 from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
 from .._core.sources import checkout_app, classify_source, hosted_headers
@@ -38,9 +39,9 @@ from .providers import DockerProvider, ProcessProvider, Provider
 
 __all__ = ["Env"]
 
-ActT = TypeVar("ActT", default=Dict[str, Any])
-ObsT = TypeVar("ObsT", default=Dict[str, Any])
-StateT = TypeVar("StateT", default=Dict[str, Any])
+ActT = TypeVar("ActT", default=dict[str, Any])
+ObsT = TypeVar("ObsT", default=dict[str, Any])
+StateT = TypeVar("StateT", default=dict[str, Any])
 
 
 class Env(Generic[ActT, ObsT, StateT]):
@@ -86,15 +87,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         self,
         base_url: str,
         *,
-        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
-        connect_timeout: Optional[float] = 10.0,
-        message_timeout: Optional[float] = 60.0,
-        max_message_size: Optional[int] = DEFAULT_MAX_MESSAGE_SIZE,
-        ping_interval: Optional[float] = 20.0,
-        ping_timeout: Optional[float] = 20.0,
-        headers: Optional[Mapping[str, str]] = None,
-        compression: Optional[bool] = None,
-        mode: Optional[str] = None,
+        codec: Codec[ActT, ObsT, StateT] | None = None,
+        connect_timeout: float | None = 10.0,
+        message_timeout: float | None = 60.0,
+        max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
+        ping_interval: float | None = 20.0,
+        ping_timeout: float | None = 20.0,
+        headers: Mapping[str, str] | None = None,
+        compression: bool | None = None,
+        mode: str | None = None,
     ) -> None:
         self._endpoints = parse_base_url(base_url)
         self._mode = mcp.resolve_mode(mode)
@@ -108,19 +109,19 @@ class Env(Generic[ActT, ObsT, StateT]):
             compression=compression,
         )
         self._codec = codec if codec is not None else GENERIC
-        self._provider: Optional[Provider] = None
+        self._provider: Provider | None = None
         self._resources = ExitStack()
         self._reset_connection_state()
 
     def _reset_connection_state(self) -> None:
         self._guard = InFlight()
-        self._stack: Optional[ExitStack] = None
-        self._ws: Optional[WebSocket] = None
+        self._stack: ExitStack | None = None
+        self._ws: WebSocket | None = None
         self._loop: object = None
         self._episode = False
-        self._lost: Optional[str] = None
+        self._lost: str | None = None
         self._closed = False
-        self._children: List[Env[Any, Any, Any]] = []
+        self._children: list[Env[Any, Any, Any]] = []
         self._mcp = McpState()
 
     # -- public properties ---------------------------------------------------
@@ -141,7 +142,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         return self._options
 
     @property
-    def provider(self) -> Optional[Provider]:
+    def provider(self) -> Provider | None:
         """The provider that started the server (``from_docker_image``, ``from_env``, ...), if any."""
         return self._provider
 
@@ -209,9 +210,9 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     def __exit__(
         self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -240,8 +241,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         provider: Provider,
         *,
-        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
-        ready_timeout: Optional[float] = 60.0,
+        codec: Codec[ActT, ObsT, StateT] | None = None,
+        ready_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Start a server with ``provider``, wait until it is healthy, and return a connected client.
@@ -278,12 +279,12 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         image: str,
         *,
-        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
-        env_vars: Optional[Mapping[str, str]] = None,
-        run_options: Optional[Mapping[str, Any]] = None,
-        port: Optional[int] = None,
-        pull: Optional[bool] = None,
-        ready_timeout: Optional[float] = 60.0,
+        codec: Codec[ActT, ObsT, StateT] | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        run_options: Mapping[str, Any] | None = None,
+        port: int | None = None,
+        pull: bool | None = None,
+        ready_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Run ``image`` in a local Docker engine and return a client connected to it.
@@ -317,15 +318,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         source: str,
         *,
-        codec: Optional[Codec[ActT, ObsT, StateT]] = None,
+        codec: Codec[ActT, ObsT, StateT] | None = None,
         use_docker: bool = True,
-        provider: Optional[Provider] = None,
+        provider: Provider | None = None,
         tag: str = "latest",
-        registry: Optional[str] = None,
-        env_vars: Optional[Mapping[str, str]] = None,
-        port: Optional[int] = None,
-        command: Optional[Sequence[str]] = None,
-        ready_timeout: Optional[float] = 60.0,
+        registry: str | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        port: int | None = None,
+        command: Sequence[str] | None = None,
+        ready_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
@@ -379,7 +380,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """``"simulation"`` or ``"production"`` (read-only)."""
         return self._mode
 
-    def list_tools(self) -> List[Tool]:
+    def list_tools(self) -> list[Tool]:
         """The environment's MCP tools.
 
         Raises:
@@ -416,7 +417,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         params = {"name": name, "arguments": arguments}
         if self._mode == PRODUCTION:
             return mcp.parse_tool_result(self._mcp_http(mcp.CALL_TOOL, params, tool=name))
-        unsupported: Optional[ToolError] = None
+        unsupported: ToolError | None = None
         if not self._mcp.via_step:
             try:
                 return mcp.parse_tool_result(self._mcp_frame(mcp.CALL_TOOL, params, tool=name))
@@ -472,7 +473,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             env.close()
             raise
 
-    def _mcp_frame(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+    def _mcp_frame(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
         request_id = self._mcp.ids.next()
         frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
@@ -483,7 +484,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             self._lose("the server broke the protocol during mcp")
             raise
 
-    def _mcp_step(self, action: Dict[str, Any], unsupported: Optional[ToolError]) -> Any:
+    def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
         """An MCP action through the step loop: (observation dict, step result)."""
         try:
             data = self._request(frames.encode_step(action), frames.OBSERVATION, "step", False)
@@ -495,7 +496,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         result = frames.parse_step_result(data)
         return result.observation, result
 
-    def _mcp_http(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+    def _mcp_http(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
         """One JSON-RPC request over ``POST /mcp`` against this client's session."""
         self._check_open()
         if self._ws is None or self._mcp.session_id is None:
@@ -503,7 +504,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         assert self._mcp.session_id is not None
         return self._mcp_post(method, {**params, "session_id": self._mcp.session_id}, tool=tool)
 
-    def _mcp_post(self, method: str, params: Dict[str, Any], *, tool: Optional[str] = None) -> Any:
+    def _mcp_post(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
         url = self._endpoints.http("/mcp")
         if self._mcp.http is None:
             options = self._options
@@ -589,7 +590,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             if http is not None:
                 http.close()
 
-    def _mcp_post_with(self, http: Any, method: str, params: Dict[str, Any]) -> Any:
+    def _mcp_post_with(self, http: Any, method: str, params: dict[str, Any]) -> Any:
         url = self._endpoints.http("/mcp")
         request_id = self._mcp.ids.next()
         response = http.post(url, json=mcp.rpc_request(method, params, request_id))
@@ -605,7 +606,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         data = self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True)
         return self._parse_result(data)
 
-    def step(self, action: Union[ActT, Mapping[str, Any]], **kwargs: Any) -> StepResult[ObsT]:
+    def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
 
         ``action`` is a dict, or the environment's action model for a typed
@@ -632,13 +633,13 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
-    def _step_payload(self, action: ActT) -> Dict[str, Any]:
+    def _step_payload(self, action: ActT) -> dict[str, Any]:
         return self._codec._step_payload(action)
 
-    def _parse_result(self, payload: Dict[str, Any]) -> StepResult[ObsT]:
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
         return self._codec._parse_result(payload)
 
-    def _parse_state(self, payload: Dict[str, Any]) -> StateT:
+    def _parse_state(self, payload: dict[str, Any]) -> StateT:
         return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
 
     # -- internals -------------------------------------------------------------
@@ -712,7 +713,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         assert self._ws is not None
         return self._ws
 
-    def _request(self, frame: str, expected: str, what: str, starts_episode: bool) -> Dict[str, Any]:
+    def _request(self, frame: str, expected: str, what: str, starts_episode: bool) -> dict[str, Any]:
         self._check_open()
         with self._guard:
             for attempt in (1, 2):
@@ -759,9 +760,9 @@ class Env(Generic[ActT, ObsT, StateT]):
 
 def _checkout_provider(
     directory: str,
-    command: Optional[Sequence[str]],
-    env_vars: Optional[Mapping[str, str]],
-    port: Optional[int],
+    command: Sequence[str] | None,
+    env_vars: Mapping[str, str] | None,
+    port: int | None,
 ) -> ProcessProvider:
     """The process provider for an environment checkout directory."""
     if command is None:

@@ -16,7 +16,8 @@ What it serves
   been reserved. Frames ``reset``, ``step``, ``state``, ``close`` and ``mcp``
   (JSON-RPC ``tools/list``/``tools/call`` for environments with
   :func:`~openenv.server.tool` methods, see :mod:`openenv.server.tools`;
-  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each connection runs in its own
+  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each
+  connection runs in its own
   thread (websockets' own), so a slow ``step`` blocks only its session while
   keepalive pings are still answered.
 * HTTP ``GET /health``, ``/metadata``, ``/schema`` and ``/state`` (stateless:
@@ -147,9 +148,7 @@ def _error_frame(code: str, message: str, **extra: Any) -> str:
 
 
 def _validation_frame(exc: ValidationError) -> str:
-    return _error_frame(
-        ErrorCode.VALIDATION_ERROR, "Invalid message", errors=exc.errors(include_url=False)
-    )
+    return _error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=exc.errors(include_url=False))
 
 
 def step_result(observation: Any) -> dict[str, Any]:
@@ -361,14 +360,10 @@ class EnvServer:
                 ping_timeout=self._ping_timeout,
             )
             self._port = server.socket.getsockname()[1]
-            thread = threading.Thread(
-                target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True
-            )
+            thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)
             self._server, self._thread = server, thread
             thread.start()
-        logger.info(
-            "serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._max_sessions
-        )
+        logger.info("serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._max_sessions)
         return self
 
     def stop(self) -> None:
@@ -385,9 +380,7 @@ class EnvServer:
             self._server = self._thread = None
             if server is None:
                 return
-            server.shutdown(
-                close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping"
-            )
+            server.shutdown(close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping")
             if thread is not None:
                 thread.join()
         logger.info("stopped %s on %s", self._factory_name, self.url)
@@ -455,10 +448,7 @@ class EnvServer:
                 if path in _POST_ROUTES:
                     return _json_response(
                         501,
-                        {
-                            "detail": f"{request.method} {path} is not supported by this "
-                            "server; use the /ws WebSocket"
-                        },
+                        {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"},
                     )
                 return _json_response(404, {"detail": "Not Found"})
             if path == "/health":
@@ -495,9 +485,7 @@ class EnvServer:
             cls = self._env_class()
             action_type: type[BaseModel] = getattr(cls, "action_type", Action)
             observation_type: type[BaseModel] = getattr(cls, "observation_type", Observation)
-            reset_type: type[BaseModel] = (
-                getattr(cls, "reset_observation_type", None) or observation_type
-            )
+            reset_type: type[BaseModel] = getattr(cls, "reset_observation_type", None) or observation_type
             state_type: type[BaseModel] = getattr(cls, "state_type", State)
             schema = {
                 "action": action_type.model_json_schema(),

@@ -57,9 +57,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         ``seed`` and any other keyword are accepted and ignored.
         """
         self._state = EchoState(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
-        return EchoObservation(
-            echoed_message="Echo environment ready!", message_length=0, done=False, reward=0.0
-        )
+        return EchoObservation(echoed_message="Echo environment ready!", message_length=0, done=False, reward=0.0)
 
     def step(self, action: EchoAction) -> EchoObservation:
         """Echo ``action.message``."""

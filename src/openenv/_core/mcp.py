@@ -1,0 +1,363 @@
+"""MCP tools over the OpenEnv protocol, sans-IO (shared by both twins and the server).
+
+Three transports carry the same two methods, ``tools/list`` and ``tools/call``
+(protocol §7):
+
+* **``mcp`` frames on the session WebSocket** (simulation mode, the default):
+  ``{"type":"mcp","data":<JSON-RPC request>}`` answered by ``{"type":"mcp",
+  "data":<JSON-RPC response>}`` against the session's own environment.  The
+  environment's ``step`` is *not* called: no reward, ``step_count`` unchanged.
+* **the step loop**: ``{"type":"list_tools"}`` and ``{"type":"call_tool",
+  "tool_name":..., "arguments":{...}}`` actions in ordinary ``step`` frames.
+  These are real steps (they count, and carry ``reward``/``done``).  Clients
+  use them only as a fallback, when the server answers ``mcp`` frames with
+  ``-32603 Environment does not support MCP`` (OpenEnv 0.3.0 with an
+  environment that handles MCP actions only in ``step``).
+* **HTTP ``POST /mcp``** (production mode): one JSON-RPC request per call,
+  with ``params.session_id`` naming the session.
+
+Everything here is pure: request encoding, reply-id checking, result parsing
+and error mapping.  Key spellings differ between server releases (FastMCP 3
+dumps ``inputSchema``, FastMCP 4 ``input_schema``; tool results use snake-case
+``structured_content``/``is_error``); every spelling is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from .errors import ProtocolError, ToolError, ToolNotFound
+
+__all__ = [
+    "Tool",
+    "ToolResult",
+    "RpcIds",
+    "SIMULATION",
+    "PRODUCTION",
+    "resolve_mode",
+    "rpc_request",
+    "rpc_result",
+    "parse_tools",
+    "parse_tool_result",
+    "list_tools_action",
+    "call_tool_action",
+    "parse_step_tools",
+    "parse_step_call",
+    "is_unsupported",
+    "mcp_url",
+    "attach_url",
+    "LIST_TOOLS",
+    "CALL_TOOL",
+    "SESSION_CREATE",
+    "SESSION_CLOSE",
+    "UNSUPPORTED_MESSAGE",
+    "RESERVED_TOOL_NAMES",
+]
+
+LIST_TOOLS = "tools/list"
+CALL_TOOL = "tools/call"
+SESSION_CREATE = "openenv/session/create"
+SESSION_CLOSE = "openenv/session/close"
+UNSUPPORTED_MESSAGE = "Environment does not support MCP"
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
+
+SIMULATION = "simulation"
+PRODUCTION = "production"
+MODE_ENV_VAR = "OPENENV_CLIENT_MODE"
+
+# JSON-RPC 2.0 error codes used by OpenEnv (protocol §7.1)
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000
+
+
+class Tool(BaseModel):
+    """One tool as listed by the server.
+
+    ``input_schema`` is the JSON Schema of the tool's arguments; it is read
+    from ``inputSchema`` (FastMCP 3, OpenEnv 0.10 servers) or ``input_schema``
+    (FastMCP 4, OpenEnv's own tool model, step observations).  Other keys the
+    server sends (``title``, ``annotations``, ``meta``, ...) are kept as extras.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    name: str
+    description: str | None = ""
+    input_schema: dict[str, Any] = Field(
+        default_factory=dict, validation_alias=AliasChoices("input_schema", "inputSchema")
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, validation_alias=AliasChoices("output_schema", "outputSchema")
+    )
+
+
+class ToolResult(BaseModel):
+    """The result of one tool call.
+
+    Attributes:
+        content: the MCP content items (``{"type": "text", "text": ...}``, ...).
+        structured_content: the tool's structured output (``{"result": 5}``), if any.
+        data: the tool's return value as the server decoded it (FastMCP's
+            ``data``); falls back to ``structured_content["result"]`` and
+            then to the single text content.
+        is_error: whether the tool reported an error as its result (tools that
+            *raise* give a :class:`~openenv.ToolError` instead).
+        meta: the server's ``meta`` object, if any.
+        reward, done: only for calls made through the step loop (a real step):
+            the step's reward and done flag; ``None``/``False`` otherwise.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured_content: Any | None = Field(
+        default=None, validation_alias=AliasChoices("structured_content", "structuredContent")
+    )
+    data: Any = None
+    is_error: bool = Field(default=False, validation_alias=AliasChoices("is_error", "isError"))
+    meta: dict[str, Any] | None = Field(default=None, validation_alias=AliasChoices("meta", "_meta"))
+    reward: float | None = None
+    done: bool = False
+
+    @property
+    def texts(self) -> list[str]:
+        """The ``text`` of every text content item, in order."""
+        return [str(item.get("text", "")) for item in self.content if item.get("type") == "text"]
+
+    @property
+    def text(self) -> str:
+        """All text content joined with newlines (``""`` when there is none)."""
+        return "\n".join(self.texts)
+
+
+class RpcIds:
+    """A per-session JSON-RPC id counter (starts at 1, like OpenEnv's client)."""
+
+    __slots__ = ("_next",)
+
+    def __init__(self) -> None:
+        self._next = 1
+
+    def next(self) -> int:
+        value = self._next
+        self._next += 1
+        return value
+
+
+def resolve_mode(mode: str | None) -> str:
+    """``mode`` or ``$OPENENV_CLIENT_MODE``, validated: ``"simulation"`` (default) or ``"production"``."""
+    raw = mode if mode is not None else os.environ.get(MODE_ENV_VAR, "")
+    value = (raw or SIMULATION).strip().lower()
+    if value not in (SIMULATION, PRODUCTION):
+        source = "mode" if mode is not None else f"${MODE_ENV_VAR}"
+        raise ValueError(f"{source} must be 'simulation' or 'production', not {raw!r}")
+    return value
+
+
+def rpc_request(method: str, params: Mapping[str, Any] | None, request_id: int) -> dict[str, Any]:
+    """A JSON-RPC 2.0 request object."""
+    return {"jsonrpc": "2.0", "method": method, "params": dict(params or {}), "id": request_id}
+
+
+def rpc_result(response: Any, request_id: int, *, tool: str | None = None) -> Any:
+    """Check a JSON-RPC response for ``request_id`` and return its ``result``.
+
+    Raises:
+        ToolError: (or :class:`ToolNotFound`) for an ``error`` response.
+        ProtocolError: for a response that is not JSON-RPC, or answers another id.
+    """
+    if type(response) is not dict:
+        raise ProtocolError(f"the server's MCP reply is not a JSON-RPC object: {str(response)[:120]}")
+    error = response.get("error")
+    reply_id = response.get("id")
+    if error is not None:
+        # servers answer unparsable requests with id null: accept that for errors only
+        if reply_id is not None and reply_id != request_id:
+            raise ProtocolError(f"MCP reply id {reply_id!r} does not answer request id {request_id!r}")
+        raise tool_error(error, tool)
+    if reply_id != request_id:
+        raise ProtocolError(f"MCP reply id {reply_id!r} does not answer request id {request_id!r}")
+    if "result" not in response:
+        raise ProtocolError(f"the server's MCP reply has neither result nor error: {str(response)[:120]}")
+    return response["result"]
+
+
+def tool_error(error: Any, tool: str | None = None) -> ToolError:
+    """The exception for a JSON-RPC ``error`` object."""
+    if not isinstance(error, dict):
+        return ToolError(str(error), code=None, tool=tool)
+    code = error.get("code")
+    message = str(error.get("message", ""))
+    data = error.get("data")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    lowered = message.lower()
+    if tool is not None and ("unknown tool" in lowered or "tool not found" in lowered):
+        return ToolNotFound(message, code=code, data=data, tool=tool)
+    return ToolError(message, code=code, data=data, tool=tool)
+
+
+def is_unsupported(exc: ToolError) -> bool:
+    """Whether the server said the environment has no MCP support (``-32603``)."""
+    return exc.code == INTERNAL_ERROR and exc.message == UNSUPPORTED_MESSAGE
+
+
+def parse_tools(result: Any) -> list[Tool]:
+    """The tools of a ``tools/list`` result (``{"tools": [...]}``) or a step observation's list."""
+    tools = result.get("tools") if isinstance(result, dict) else result
+    if not isinstance(tools, list):
+        raise ProtocolError(f"a tools/list result without a tools list: {str(result)[:120]}")
+    out = []
+    for entry in tools:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ProtocolError(f"a tool entry without a name: {str(entry)[:120]}")
+        out.append(Tool.model_validate(entry))
+    return out
+
+
+def parse_tool_result(result: Any, *, reward: float | None = None, done: bool = False) -> ToolResult:
+    """A :class:`ToolResult` from a ``tools/call`` result (any key spelling) or a bare value."""
+    if isinstance(result, dict) and any(
+        key in result for key in ("content", "structured_content", "structuredContent", "is_error", "isError")
+    ):
+        parsed = ToolResult.model_validate(result)
+    else:
+        # a bare return value (OpenEnv's bare-server path, or a custom server)
+        parsed = ToolResult(data=result)
+        return parsed.model_copy(update={"reward": reward, "done": done})
+    updates: dict[str, Any] = {"reward": reward, "done": done}
+    if "data" not in result:
+        structured = parsed.structured_content
+        if isinstance(structured, dict) and set(structured) == {"result"}:
+            updates["data"] = structured["result"]
+        elif structured is not None:
+            updates["data"] = structured
+        elif len(parsed.texts) == 1:
+            updates["data"] = parsed.texts[0]
+    return parsed.model_copy(update=updates)
+
+
+def list_tools_action() -> dict[str, Any]:
+    """The step-loop action that lists tools."""
+    return {"type": "list_tools"}
+
+
+def call_tool_action(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The step-loop action that calls a tool."""
+    return {"type": "call_tool", "tool_name": name, "arguments": dict(arguments)}
+
+
+def parse_step_tools(observation: Any) -> list[Tool]:
+    """The tools of a ``list_tools`` step observation (``{"tools": [...]}``)."""
+    if not isinstance(observation, dict) or "tools" not in observation:
+        raise ProtocolError(f"the list_tools step returned no tools: {str(observation)[:120]}")
+    return parse_tools(observation["tools"])
+
+
+_STEP_ERROR_CODES = {"tool_not_found": INVALID_PARAMS, "invalid_args": INVALID_PARAMS}
+
+
+def parse_step_call(observation: Any, name: str, *, reward: float | None = None, done: bool = False) -> ToolResult:
+    """The result of a ``call_tool`` step observation (``{"tool_name", "result", "error"}``).
+
+    Raises:
+        ToolError: (:class:`ToolNotFound` for ``tool_not_found``) when the
+            observation carries an ``error`` object; ``data`` holds it.
+    """
+    if not isinstance(observation, dict):
+        raise ProtocolError(f"the call_tool step returned no observation object: {str(observation)[:120]}")
+    error = observation.get("error")
+    if error:
+        kind = error.get("error_type") if isinstance(error, dict) else None
+        message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+        cls = ToolNotFound if kind == "tool_not_found" else ToolError
+        code = _STEP_ERROR_CODES.get(str(kind), INTERNAL_ERROR)
+        raise cls(message, code=code, data=error, tool=name)
+    if "result" not in observation:
+        raise ProtocolError(f"the call_tool step returned no result: {str(observation)[:120]}")
+    return parse_tool_result(observation["result"], reward=reward, done=done)
+
+
+def mcp_url(http_url: str) -> str:
+    """``POST /mcp`` under the server's HTTP root (``Endpoints.http_url``)."""
+    return http_url.rstrip("/") + "/mcp"
+
+
+def attach_url(ws_url: str, session_id: str) -> str:
+    """The ``/ws`` URL that attaches to an existing session (``?session_id=``, other query kept)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(ws_url)
+    query: list[tuple[str, str]] = [
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "session_id"
+    ]
+    query.append(("session_id", session_id))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def session_id_of(result: Any) -> str:
+    """The ``session_id`` of an ``openenv/session/create`` result."""
+    sid = result.get("session_id") if isinstance(result, dict) else None
+    if not isinstance(sid, str) or not sid:
+        raise ProtocolError(f"openenv/session/create returned no session_id: {str(result)[:120]}")
+    return sid
+
+
+class McpState:
+    """Per-session MCP bookkeeping of a client (reset by ``new_session``)."""
+
+    __slots__ = ("ids", "session_id", "owned", "attach", "via_step", "http")
+
+    def __init__(self) -> None:
+        self.ids = RpcIds()
+        #: production mode: the session the HTTP calls name (``params.session_id``)
+        self.session_id: str | None = None
+        #: whether we created it over HTTP (and so close it with openenv/session/close)
+        self.owned = False
+        #: whether ``/ws?session_id=`` attaches (False after a server ignored it: 0.3.0)
+        self.attach = True
+        #: simulation mode: the server answers tools only through the step loop
+        self.via_step = False
+        #: the HTTP client of production mode (created on first use)
+        self.http: Any = None
+
+
+def http_error(exc: BaseException, url: str) -> Exception:
+    """Our error for an httpx exception raised by ``POST /mcp`` or ``GET /schema``."""
+    import httpx
+
+    from .errors import ConnectError, EnvTimeout
+
+    if isinstance(exc, httpx.TimeoutException):
+        return EnvTimeout(f"no answer from {url} in time ({type(exc).__name__})")
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return ConnectError(
+            f"{url} dropped the request without an HTTP answer ({exc}); servers built on "
+            "openenv.server cannot take POST requests with a body, so production mode (POST /mcp) "
+            "does not work against them: use mode='simulation'"
+        )
+    return ConnectError(f"HTTP request to {url} failed: {type(exc).__name__}: {exc}")
+
+
+def http_json(status: int, body: bytes, url: str) -> Any:
+    """The JSON body of an HTTP answer, or a :class:`ProtocolError` saying what came instead."""
+    import json
+
+    if status == 404:
+        raise ProtocolError(f"{url} answered HTTP 404: the server has no such endpoint")
+    if status != 200:
+        raise ProtocolError(f"{url} answered HTTP {status}: {body[:200]!r}")
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ProtocolError(f"{url} answered with a body that is not JSON: {body[:120]!r}") from None
+
+
+__all__ += ["McpState", "http_error", "http_json", "session_id_of", "tool_error"]

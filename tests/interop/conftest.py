@@ -1,0 +1,164 @@
+"""Interop fixtures: released OpenEnv packages in their own venvs, servers as subprocesses.
+
+Nothing of the released packages is imported here.  Their venvs live in
+``.nox/interop-releases/v<version>`` (created on first use, reused after);
+``$OPENENV_INTEROP_VENVS`` overrides the folder.  Every server binds
+127.0.0.1 on a free port and is ended by its PID.  The matrix of what ran is
+printed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+VENVS = Path(os.environ.get("OPENENV_INTEROP_VENVS", ROOT / ".nox" / "interop-releases"))
+PACKAGES = {"0.10.0": "openenv==0.10.0", "0.3.0": "openenv-core==0.3.0"}
+VERSIONS = list(PACKAGES)
+
+MATRIX: list[tuple[str, str, str, str, str]] = []  # (client, server, operation, outcome, note)
+
+
+def record(client: str, server: str, operation: str, outcome: str = "ok", note: str = "") -> None:
+    MATRIX.append((client, server, operation, outcome, note))
+
+
+def venv_python(version: str) -> Path:
+    """The Python of the released package's venv, creating the venv when missing."""
+    venv = VENVS / f"v{version}"
+    python = venv / "bin" / "python"
+    marker = venv / ".openenv-installed"
+    if not marker.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", PACKAGES[version]], check=True)
+        marker.write_text(PACKAGES[version])
+    return python
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=1.0, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"server at {url} not healthy in {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+class Servers:
+    """Starts servers once per (kind, app, capacity) and stops them (by PID) at the end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.running: dict[tuple[str, str, int], tuple[subprocess.Popen[bytes], str]] = {}
+
+    def _start(self, key: tuple[str, str, int], command: list[str], env: dict[str, str]) -> str:
+        if key in self.running:
+            return self.running[key][1]
+        port = _free_port()
+        log = self.tmp / f"{'-'.join(map(str, key)).replace(':', '_')}.log"
+        full = [part.replace("{port}", str(port)) for part in command]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(full, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(url, proc, log)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        self.running[key] = (proc, url)
+        return url
+
+    def released(self, version: str, app: str, capacity: int = 2) -> str:
+        """A released server (uvicorn from its venv) serving ``released_apps:<app>``."""
+        python = str(venv_python(version))
+        env = {**os.environ, "MAX_CONCURRENT_ENVS": str(capacity), "ENABLE_WEB_INTERFACE": "false"}
+        env.pop("OPENENV_MODE", None)
+        command = [python, "-m", "uvicorn", f"released_apps:{app}", "--app-dir", str(HERE)]
+        command += ["--host", "127.0.0.1", "--port", "{port}", "--log-level", "warning"]
+        return self._start((version, app, capacity), command, env)
+
+    def ours(self, factory: str, capacity: int = 2) -> str:
+        """Our server: ``python -m openenv serve <factory>`` from our venv."""
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "{port}"]
+        command += ["--max-sessions", str(capacity)]
+        return self._start(("ours", factory, capacity), command, env)
+
+    def stop(self) -> None:
+        for proc, _ in self.running.values():
+            proc.terminate()
+        for proc, _ in self.running.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    found = Servers(tmp_path_factory.mktemp("interop-logs"))
+    try:
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture(scope="session")
+def drive() -> Callable[..., dict[str, Any]]:
+    """Run ``driver.py`` with a released client; return its JSON result."""
+
+    def run(version: str, flavour: str, scenario: str, url: str) -> dict[str, Any]:
+        python = str(venv_python(version))
+        done = subprocess.run(
+            [python, str(HERE / "driver.py"), version, flavour, scenario, url],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=str(HERE),
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"driver failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])["result"]
+        return result
+
+    return run
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not MATRIX:
+        return
+    rows = [("client", "server", "operation", "outcome", "note")] + sorted(set(MATRIX))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
+    terminalreporter.section("OpenEnv interop matrix")
+    for index, row in enumerate(rows):
+        terminalreporter.write_line("  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if index == 0:
+            terminalreporter.write_line("  ".join("-" * w for w in widths))
+    out = os.environ.get("OPENENV_INTEROP_MATRIX")
+    if out:
+        Path(out).write_text(json.dumps([dict(zip(rows[0], row, strict=False)) for row in rows[1:]], indent=1))
