@@ -454,13 +454,13 @@ def start_container(
             container_id = str(created.id)
         except errors.ImageNotFound as exc:
             raise ImageNotFound(
-                f"image {image} is not present locally; pull it first (pull_image) or build it",
+                f"image {image} is not present locally; pull it (`docker pull`, or pull=True) or build it",
                 image,
             ) from exc
         except errors.APIError as exc:
             if exc.status_code == 404 and "image" in _explain(exc).lower():
                 raise ImageNotFound(
-                    f"image {image} is not present locally; pull it first (pull_image) or build it",
+                    f"image {image} is not present locally; pull it (`docker pull`, or pull=True) or build it",
                     image,
                 ) from exc
             if exc.status_code == 409:  # the name belongs to someone else's container: leave it alone
