@@ -74,6 +74,17 @@ def test_importing_openenv_loads_no_flavour() -> None:
 
 
 def test_sync_facade_never_imports_asyncio() -> None:
-    code = "import openenv.sync, sys; print('asyncio' in sys.modules, 'docker' in sys.modules)"
+    code = "import openenv.sync, sys; print(*(m in sys.modules for m in ('asyncio', 'docker', 'pydantic')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+    # asyncio: never on the sync side; docker-py: only when Docker is used; pydantic: only for typed use
+    assert out.split() == ["False", "False", "False"]
+
+
+@pytest.mark.parametrize("flavour", ["openenv.sync", "openenv.aio"])
+def test_models_load_on_first_use(flavour: str) -> None:
+    code = (
+        f"import sys, {flavour} as f; before = 'pydantic' in sys.modules; "
+        "print(before, f.Action.__name__, f.Tool.__name__, 'pydantic' in sys.modules, f.State is f.State)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "Action", "Tool", "True", "True"]

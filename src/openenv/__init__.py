@@ -9,6 +9,8 @@ This package itself exports only what both flavours share (errors, models,
 codecs) and imports neither flavour.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._core.codec import Codec
 from ._core.errors import (
     CapacityReached,
@@ -39,8 +41,32 @@ from ._core.errors import (
     ToolNotFound,
     UnknownMessageType,
 )
-from ._core.mcp import Tool, ToolResult
-from ._core.models import Action, Observation, State, StepResult
+from ._core.result import StepResult
+
+if TYPE_CHECKING:
+    from ._core.models import Action, Observation, State
+    from ._core.tool_models import Tool, ToolResult
+
+# pydantic models load on first access: importing a client must stay light.
+_LAZY = {
+    "Action": "._core.models",
+    "Observation": "._core.models",
+    "State": "._core.models",
+    "Tool": "._core.tool_models",
+    "ToolResult": "._core.tool_models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openenv' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

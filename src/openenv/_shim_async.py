@@ -41,12 +41,61 @@ def ws_connect(url: str, **options: Any) -> Any:
 
 if sys.version_info >= (3, 11):
 
+    class _Watchdog:
+        """One timer per connection, re-armed lazily, instead of a timer per receive.
+
+        ``asyncio.timeout`` schedules and cancels a timer handle on every call,
+        which costs about as much as the rest of a step.  Here a receive only
+        records its deadline; the single timer fires at most once per timeout
+        period, re-arms itself while receives keep finishing in time, and
+        cancels the waiting task only when one is really overdue.
+        """
+
+        __slots__ = ("loop", "handle", "deadline", "task", "fired")
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.loop = loop
+            self.handle: asyncio.TimerHandle | None = None
+            self.deadline = 0.0
+            self.task: asyncio.Task[Any] | None = None
+            self.fired = False
+
+        def expire(self) -> None:
+            self.handle = None
+            task = self.task
+            if task is None:
+                return  # idle: the next receive arms it again
+            if self.loop.time() < self.deadline:
+                self.handle = self.loop.call_at(self.deadline, self.expire)
+                return
+            self.fired = True
+            task.cancel()
+
     async def ws_recv(ws: WebSocket, timeout: float | None) -> Any:
         """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
         if timeout is None:
             return await ws.recv()
-        async with asyncio.timeout(timeout):
+        dog: _Watchdog | None = getattr(ws, "_openenv_watchdog", None)
+        if dog is None:
+            dog = _Watchdog(asyncio.get_running_loop())
+            ws._openenv_watchdog = dog  # type: ignore[attr-defined]
+        dog.deadline = deadline = dog.loop.time() + timeout
+        dog.task = task = asyncio.current_task()
+        handle = dog.handle
+        if handle is None or handle.when() > deadline:
+            if handle is not None:
+                handle.cancel()
+            dog.handle = dog.loop.call_at(deadline, dog.expire)
+        try:
             return await ws.recv()
+        except asyncio.CancelledError:
+            if dog.fired:
+                dog.fired = False
+                if task is not None and task.uncancel() == 0:
+                    raise TimeoutError(f"no message within {timeout} s") from None
+            raise
+        finally:
+            dog.task = None
 
 else:  # pragma: no cover - Python 3.10
 

@@ -3,8 +3,38 @@
 Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
 """
 
-from . import *  # noqa: F403 - the shared errors, models and codecs
+from typing import TYPE_CHECKING, Any
+
 from . import __all__ as _shared
-from ._async import DockerProvider, Env, ProcessProvider, Provider, ServerProvider
+from ._async import DockerProvider as DockerProvider
+from ._async import Env as Env
+from ._async import ProcessProvider as ProcessProvider
+from ._async import Provider as Provider
+from ._async import ServerProvider as ServerProvider
+from ._core.codec import Codec as Codec
+from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
+from ._core.result import StepResult as StepResult
+
+if TYPE_CHECKING:
+    from ._core.models import Action as Action
+    from ._core.models import Observation as Observation
+    from ._core.models import State as State
+    from ._core.tool_models import Tool as Tool
+    from ._core.tool_models import ToolResult as ToolResult
 
 __all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
+
+
+def __getattr__(name: str) -> Any:
+    # the pydantic models load on first use, from openenv itself
+    if name in _shared:
+        import openenv
+
+        value = getattr(openenv, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

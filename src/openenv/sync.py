@@ -3,8 +3,38 @@
 Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
 """
 
-from . import *  # noqa: F403 - the shared errors, models and codecs
+from typing import TYPE_CHECKING, Any
+
 from . import __all__ as _shared
-from ._sync import DockerProvider, Env, ProcessProvider, Provider, ServerProvider
+from ._core.codec import Codec as Codec
+from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
+from ._core.result import StepResult as StepResult
+from ._sync import DockerProvider as DockerProvider
+from ._sync import Env as Env
+from ._sync import ProcessProvider as ProcessProvider
+from ._sync import Provider as Provider
+from ._sync import ServerProvider as ServerProvider
+
+if TYPE_CHECKING:
+    from ._core.models import Action as Action
+    from ._core.models import Observation as Observation
+    from ._core.models import State as State
+    from ._core.tool_models import Tool as Tool
+    from ._core.tool_models import ToolResult as ToolResult
 
 __all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
+
+
+def __getattr__(name: str) -> Any:
+    # the pydantic models load on first use, from openenv itself
+    if name in _shared:
+        import openenv
+
+        value = getattr(openenv, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

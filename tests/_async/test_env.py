@@ -405,3 +405,14 @@ async def test_compression_is_off_on_loopback_by_default(script_server: Any) -> 
     async with Env(server.url, compression=True) as env:
         await env.state()
     assert "permessage-deflate" in server.headers[-1].get("Sec-WebSocket-Extensions", "")
+
+
+async def test_message_timeout_is_per_reply_not_per_session(counter_server: Any) -> None:
+    async with Env(counter_server.url, message_timeout=0.5) as env:
+        await env.reset()
+        await sleep(0.7)  # idle longer than the timeout: nothing to time out
+        for _ in range(4):  # together longer than the timeout, each reply in time
+            await env.step({"delta": 1, "sleep": 0.2})
+        assert (await env.state())["total"] == 4
+        with pytest.raises(MessageTimeout):
+            await env.step({"delta": 1, "sleep": 1.0})

@@ -405,3 +405,14 @@ def test_compression_is_off_on_loopback_by_default(script_server: Any) -> None:
     with Env(server.url, compression=True) as env:
         env.state()
     assert "permessage-deflate" in server.headers[-1].get("Sec-WebSocket-Extensions", "")
+
+
+def test_message_timeout_is_per_reply_not_per_session(counter_server: Any) -> None:
+    with Env(counter_server.url, message_timeout=0.5) as env:
+        env.reset()
+        sleep(0.7)  # idle longer than the timeout: nothing to time out
+        for _ in range(4):  # together longer than the timeout, each reply in time
+            env.step({"delta": 1, "sleep": 0.2})
+        assert (env.state())["total"] == 4
+        with pytest.raises(MessageTimeout):
+            env.step({"delta": 1, "sleep": 1.0})

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 import httpx
 from typing_extensions import Self, TypeVar, Unpack
@@ -29,13 +29,16 @@ from .._core.errors import (
     ToolNotFound,
 )
 from .._core.guard import InFlight
-from .._core.mcp import PRODUCTION, McpState, Tool, ToolResult
-from .._core.models import StepResult
+from .._core.mcp import PRODUCTION, McpState
 from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
 from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
 from .providers import DockerProvider, ProcessProvider, Provider
+
+if TYPE_CHECKING:
+    from .._core.result import StepResult
+    from .._core.tool_models import Tool, ToolResult
 
 __all__ = ["Env"]
 

@@ -9,6 +9,7 @@ or by implementing the three methods, in the flavour of the ``Env`` you use.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -78,9 +79,12 @@ class ServerProvider:
         deadline = Deadline(timeout)
         delays = backoff()
         last = "no answer yet"
-        async with httpx.AsyncClient(trust_env=not endpoints.is_local) as http:
-            while True:
-                await self.check()
+        # plain http needs no TLS context (building one costs tens of milliseconds)
+        verify = endpoints.http_url.startswith("https:")
+        async with httpx.AsyncClient(trust_env=not endpoints.is_local, verify=verify) as http:
+            for attempt in itertools.count():
+                if attempt % 4 == 0:  # is it still alive? (a Docker inspect; not on every poll)
+                    await self.check()
                 try:
                     response = await http.get(endpoints.http("/health"), timeout=deadline.cap(2.0) or 0.01)
                     if response.status_code == 200:

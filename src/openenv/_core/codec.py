@@ -12,14 +12,17 @@ subclass it and override OpenEnv's hook names ``_step_payload``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar, cast
-
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .errors import ProtocolError
 from .frames import parse_step_result
-from .models import StepResult
+from .result import StepResult
+
+if TYPE_CHECKING:
+    pass
+
+# pydantic is imported on first use of a model, not with the client: generic
+# (dict) use never needs it, and importing it costs more than the client itself.
 
 __all__ = ["Codec", "ActT", "ObsT", "StateT"]
 
@@ -93,6 +96,10 @@ class Codec(Generic[ActT, ObsT, StateT]):
     def _step_payload(self, action: ActT) -> dict[str, Any]:
         """Turn an action into the JSON object sent in the ``step`` frame."""
         model = self.action_type
+        if model is None and type(action) is dict:
+            return cast("dict[str, Any]", action)  # the hot path of generic use: sent as is, never modified
+        from pydantic import BaseModel
+
         if isinstance(action, BaseModel):
             if model is not None and not isinstance(action, model):
                 raise TypeError(f"expected a {model.__name__} action, got {type(action).__name__}")
@@ -109,7 +116,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
         result = parse_step_result(payload)
         model = self.observation_type
         if model is None:
-            return cast(StepResult[ObsT], result)
+            return cast("StepResult[ObsT]", result)
         fields = dict(result.observation)
         known = getattr(model, "model_fields", {})
         if "done" in known:
@@ -118,9 +125,11 @@ class Codec(Generic[ActT, ObsT, StateT]):
             fields.setdefault("reward", payload.get("reward"))
         if "metadata" in known and "metadata" not in fields:
             fields["metadata"] = result.metadata
+        from pydantic import ValidationError
+
         try:
             observation = model.model_validate(fields)
-        except PydanticValidationError as exc:
+        except ValidationError as exc:
             raise ProtocolError(f"the observation does not match {model.__name__}: {exc}") from None
         return StepResult(observation, result.reward, result.done, result.metadata)
 
@@ -129,9 +138,11 @@ class Codec(Generic[ActT, ObsT, StateT]):
         model = self.state_type
         if model is None:
             return cast(StateT, payload)
+        from pydantic import ValidationError
+
         try:
             return cast(StateT, model.model_validate(payload))
-        except PydanticValidationError as exc:
+        except ValidationError as exc:
             raise ProtocolError(f"the state does not match {model.__name__}: {exc}") from None
 
 
@@ -145,6 +156,8 @@ class _SchemaCodec(Codec[Any, Any, Any]):
     """
 
     def _step_payload(self, action: Any) -> dict[str, Any]:
+        from pydantic import BaseModel
+
         model = self.action_type
         if isinstance(action, BaseModel):
             if model is not None and not isinstance(action, model):

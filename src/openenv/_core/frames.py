@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import MessageTooLarge, ProtocolError, error_from_frame
-from .models import StepResult
+from .result import StepResult
 
 __all__ = [
     "encode_reset",
@@ -52,7 +52,7 @@ def encode_reset(kwargs: Mapping[str, Any]) -> str:
 
 def encode_step(action: Mapping[str, Any]) -> str:
     """The ``step`` frame carrying the action object itself."""
-    if not isinstance(action, Mapping):
+    if type(action) is not dict and not isinstance(action, Mapping):
         raise TypeError(f"an action payload must be a JSON object (dict), not {type(action).__name__}")
     return _encode("step", action)
 

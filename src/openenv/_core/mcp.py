@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
-
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any
 
 from .errors import ProtocolError, ToolError, ToolNotFound
 
+if TYPE_CHECKING:
+    from .tool_models import Tool, ToolResult
+
 __all__ = [
-    "Tool",
-    "ToolResult",
     "RpcIds",
     "SIMULATION",
     "PRODUCTION",
@@ -76,66 +75,6 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
-
-
-class Tool(BaseModel):
-    """One tool as listed by the server.
-
-    ``input_schema`` is the JSON Schema of the tool's arguments; it is read
-    from ``inputSchema`` (FastMCP 3, OpenEnv 0.10 servers) or ``input_schema``
-    (FastMCP 4, OpenEnv's own tool model, step observations).  Other keys the
-    server sends (``title``, ``annotations``, ``meta``, ...) are kept as extras.
-    """
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
-
-    name: str
-    description: str | None = ""
-    input_schema: dict[str, Any] = Field(
-        default_factory=dict, validation_alias=AliasChoices("input_schema", "inputSchema")
-    )
-    output_schema: dict[str, Any] | None = Field(
-        default=None, validation_alias=AliasChoices("output_schema", "outputSchema")
-    )
-
-
-class ToolResult(BaseModel):
-    """The result of one tool call.
-
-    Attributes:
-        content: the MCP content items (``{"type": "text", "text": ...}``, ...).
-        structured_content: the tool's structured output (``{"result": 5}``), if any.
-        data: the tool's return value as the server decoded it (FastMCP's
-            ``data``); falls back to ``structured_content["result"]`` and
-            then to the single text content.
-        is_error: whether the tool reported an error as its result (tools that
-            *raise* give a :class:`~openenv.ToolError` instead).
-        meta: the server's ``meta`` object, if any.
-        reward, done: only for calls made through the step loop (a real step):
-            the step's reward and done flag; ``None``/``False`` otherwise.
-    """
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    content: list[dict[str, Any]] = Field(default_factory=list)
-    structured_content: Any | None = Field(
-        default=None, validation_alias=AliasChoices("structured_content", "structuredContent")
-    )
-    data: Any = None
-    is_error: bool = Field(default=False, validation_alias=AliasChoices("is_error", "isError"))
-    meta: dict[str, Any] | None = Field(default=None, validation_alias=AliasChoices("meta", "_meta"))
-    reward: float | None = None
-    done: bool = False
-
-    @property
-    def texts(self) -> list[str]:
-        """The ``text`` of every text content item, in order."""
-        return [str(item.get("text", "")) for item in self.content if item.get("type") == "text"]
-
-    @property
-    def text(self) -> str:
-        """All text content joined with newlines (``""`` when there is none)."""
-        return "\n".join(self.texts)
 
 
 class RpcIds:
@@ -210,6 +149,8 @@ def is_unsupported(exc: ToolError) -> bool:
 
 
 def parse_tools(result: Any) -> list[Tool]:
+    from .tool_models import Tool
+
     """The tools of a ``tools/list`` result (``{"tools": [...]}``) or a step observation's list."""
     tools = result.get("tools") if isinstance(result, dict) else result
     if not isinstance(tools, list):
@@ -224,6 +165,8 @@ def parse_tools(result: Any) -> list[Tool]:
 
 def parse_tool_result(result: Any, *, reward: float | None = None, done: bool = False) -> ToolResult:
     """A :class:`ToolResult` from a ``tools/call`` result (any key spelling) or a bare value."""
+    from .tool_models import ToolResult
+
     if isinstance(result, dict) and any(
         key in result for key in ("content", "structured_content", "structuredContent", "is_error", "isError")
     ):

@@ -34,9 +34,12 @@ class Deadline:
         return seconds if left is None else min(seconds, left)
 
 
-def backoff(first: float = 0.01, factor: float = 1.5, ceiling: float = 0.25) -> Iterator[float]:
-    """Delays for polling: short at first (a server is often up within milliseconds), then capped."""
+def backoff(first: float = 0.02, flat: int = 100, factor: float = 1.5, ceiling: float = 0.25) -> Iterator[float]:
+    """Delays for polling: ``first`` for ``flat`` rounds (servers usually come up within
+    a couple of seconds, and a coarse poll overshoots), then growing by ``factor`` up to ``ceiling``."""
+    for _ in range(flat):
+        yield first
     delay = first
     while True:
-        yield delay
         delay = min(delay * factor, ceiling)
+        yield delay

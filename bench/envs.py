@@ -1,0 +1,47 @@
+"""Benchmark environments served by ``python -m openenv serve bench.envs:FACTORY``.
+
+``BlobEnvironment`` is the echo environment plus a large ``blob`` field in
+every step observation: ``BENCH_BLOB_BYTES`` characters (default 1 MiB) of
+base64 text made from seeded pseudo-random bytes, the way a screenshot travels
+in a JSON observation. It is built once per server process, so the server's
+per-step cost is serialising it, the same for every client.  Random bytes
+keep deflate honest: a run of one repeated character would compress to nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import random
+from functools import cache
+
+from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation
+
+__all__ = ["BlobObservation", "BlobEnvironment", "blob"]
+
+
+@cache
+def blob(size: int) -> str:
+    """``size`` characters of base64 text from seeded random bytes."""
+    raw = random.Random(1234).randbytes(size * 3 // 4 + 3)
+    return base64.b64encode(raw).decode("ascii")[:size]
+
+
+class BlobObservation(EchoObservation):
+    """The echo observation plus ``blob``."""
+
+    blob: str = ""
+
+
+class BlobEnvironment(EchoEnvironment):
+    """Echo, with a ``BENCH_BLOB_BYTES``-character ``blob`` in every step observation."""
+
+    observation_type = BlobObservation  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blob = blob(int(os.environ.get("BENCH_BLOB_BYTES", str(1 << 20))))
+
+    def step(self, action: EchoAction) -> BlobObservation:  # type: ignore[override]
+        echoed = super().step(action)
+        return BlobObservation(**echoed.model_dump(), blob=self._blob)

@@ -1,0 +1,795 @@
+"""Benchmarks of openenv's clients against raw floors and the released client (issue #5).
+
+Run with ``nox -s bench`` (it makes the venvs); directly:
+``python bench/run.py --released-python PATH [--only step,large,setup,concurrent,import,docker]``.
+
+Every contender is a separate worker process (``bench/worker.py``) against one
+server process per workload, so each client's CPU time is its own. Contenders
+run interleaved round-robin (the order rotates every round) after a warm-up.
+Results go to ``bench/results/`` (JSON, Markdown, PNG) and the Markdown table
+to ``bench/RESULTS.md``. Nothing here asserts a wall-clock bound: the targets
+are ratios of medians measured side by side in the same run, reported as met
+or missed. See bench/README.md for exactly what each contender does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORKER = HERE / "worker.py"
+ECHO_IMAGE = "openenv-test/echo:latest"
+SECTIONS = ["step", "large", "setup", "concurrent", "import", "docker"]
+BLOB = 1 << 20
+MESSAGE = "hello, benchmark"
+
+SYNC_KINDS = ["ours-sync", "raw-sync", "rel-plain", "rel-dotsync"]
+ASYNC_KINDS = ["ours-aio", "raw-async", "rel-await"]
+LABELS = {
+    "ours-sync": "openenv.sync.Env",
+    "ours-aio": "openenv.aio.Env",
+    "raw-sync": "raw websockets.sync (floor)",
+    "raw-async": "raw websockets.asyncio (floor)",
+    "rel-await": "openenv 0.10.0, awaited",
+    "rel-plain": "openenv 0.10.0, plain sync calls",
+    "rel-dotsync": "openenv 0.10.0, .sync()",
+    "floor-docker": "docker-py + raw websockets (floor)",
+}
+IMPORT_LABELS = {
+    "imp:ours-sync": "import openenv.sync",
+    "imp:ours-aio": "import openenv.aio",
+    "imp:floor-sync": "websockets.sync.client+httpx+pydantic (floor)",
+    "imp:floor-async": "websockets.asyncio.client+httpx+pydantic",
+    "imp:rel": "openenv 0.10.0: from openenv import GenericEnvClient",
+}
+
+
+def log(*args: Any) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# processes
+# ---------------------------------------------------------------------------
+
+
+class Server:
+    """``python -m openenv serve SPEC`` in its own process, on 127.0.0.1 and an ephemeral port."""
+
+    def __init__(self, spec: str, max_sessions: int, env: dict[str, str] | None = None) -> None:
+        self.spec = spec
+        penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+        cmd = [
+            sys.executable,
+            "-m",
+            "openenv",
+            "serve",
+            spec,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--max-sessions",
+            str(max_sessions),
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=penv, cwd=str(ROOT)
+        )
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + 30
+        self.url = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            if line.startswith("serving ") and " on " in line:
+                self.url = line.rsplit(" on ", 1)[1].strip()
+                break
+        if not self.url:
+            self.proc.kill()
+            raise RuntimeError(f"server {spec} did not start")
+        self._drain = threading.Thread(target=self.proc.stderr.read, daemon=True)
+        self._drain.start()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Worker:
+    """One contender process speaking JSON lines (see bench/worker.py)."""
+
+    def __init__(self, kind: str, python: str, logdir: Path) -> None:
+        self.kind = kind
+        self.errlog = open(logdir / f"worker-{kind}.log", "w")
+        # a scratch cwd: nothing named openenv/ may shadow the venv's package
+        self.proc = subprocess.Popen(
+            [python, "-u", str(WORKER), kind],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errlog,
+            text=True,
+            cwd=tempfile.gettempdir(),
+        )
+        hello = self._read()
+        self.pid = hello["pid"]
+        self.websockets = hello["websockets"]
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.kind} died (see {self.errlog.name})")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"worker {self.kind}: {reply['error']}\n{reply.get('trace', '')}")
+        return reply
+
+    def call(self, **cmd: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def quit(self) -> None:
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write('{"op":"quit"}\n')
+            self.proc.stdin.flush()
+            self.proc.wait(15)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.errlog.close()
+
+
+# ---------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarize(rounds: list[dict[str, Any]], per: str = "op") -> dict[str, Any]:
+    """Per contender: median over rounds of each round's p50, pooled p99, CPU per op, ops/s."""
+    p50s, cpus, rates, pooled = [], [], [], []
+    for r in rounds:
+        lat = [x / 1e9 for x in r["lat"]]
+        pooled.extend(lat)
+        p50s.append(pct(lat, 0.5))
+        cpus.append(r["cpu"] / len(lat))
+        rates.append(len(lat) / r["wall"])
+    return {
+        "p50": statistics.median(p50s),
+        "p50_min": min(p50s),
+        "p50_max": max(p50s),
+        "p99": pct(pooled, 0.99),
+        "cpu": statistics.median(cpus),
+        "rate": statistics.median(rates),
+        "n": len(pooled),
+        "rounds": len(rounds),
+        "by_round": {"p50": p50s, "cpu": cpus, "rate": rates},
+    }
+
+
+# ---------------------------------------------------------------------------
+# sections
+# ---------------------------------------------------------------------------
+
+
+def rotated(items: list[str], r: int) -> list[str]:
+    k = r % len(items)
+    return items[k:] + items[:k]
+
+
+def run_rounds(kinds: list[str], rounds: int, once: Callable[[str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
+    for r in range(rounds):
+        for kind in rotated(kinds, r):
+            out[kind].append(once(kind))
+        log(f"    round {r + 1}/{rounds} done")
+    return out
+
+
+def section_steps(workers: dict[str, Worker], url: str, n: int, rounds: int, warmup: int, blob: int) -> dict[str, Any]:
+    kinds = list(workers)
+    for kind in kinds:
+        workers[kind].call(op="open", url=url, message=MESSAGE, warmup=warmup, blob=blob)
+    try:
+        raw = run_rounds(kinds, rounds, lambda k: workers[k].call(op="steps", n=n))
+    finally:
+        for kind in kinds:
+            workers[kind].call(op="close")
+    return {k: summarize(v) for k, v in raw.items()}
+
+
+def section_setup(workers: dict[str, Worker], url: str, n: int, rounds: int) -> dict[str, Any]:
+    kinds = list(workers)
+    for kind in kinds:  # warm-up
+        workers[kind].call(op="setup", url=url, n=max(3, n // 5))
+    raw = run_rounds(kinds, rounds, lambda k: workers[k].call(op="setup", url=url, n=n))
+    return {k: summarize(v) for k, v in raw.items()}
+
+
+def section_concurrent(workers: dict[str, Worker], url: str, sessions: int, steps: int, rounds: int) -> dict[str, Any]:
+    kinds = list(workers)
+    for kind in kinds:  # warm-up
+        workers[kind].call(op="conc", url=url, sessions=sessions, steps=3, message=MESSAGE)
+    raw = run_rounds(
+        kinds, rounds, lambda k: workers[k].call(op="conc", url=url, sessions=sessions, steps=steps, message=MESSAGE)
+    )
+    return {k: summarize(v) for k, v in raw.items()}
+
+
+IMPORT_SNIPPET = (
+    "import time, resource\n"
+    "t0 = time.perf_counter()\n"
+    "{stmt}\n"
+    "t1 = time.perf_counter()\n"
+    "import json, sys\n"
+    "print(json.dumps({{'wall': t1 - t0, 'rss_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+    " 'asyncio': 'asyncio' in sys.modules, 'modules': len(sys.modules)}}))\n"
+)
+
+
+def section_import(released: str | None, rounds: int) -> dict[str, Any]:
+    contenders = {
+        "bare": (sys.executable, "pass"),
+        "ours-sync": (sys.executable, "import openenv.sync"),
+        "ours-aio": (sys.executable, "import openenv.aio"),
+        "floor-sync": (sys.executable, "import websockets.sync.client, httpx, pydantic"),
+        "floor-async": (sys.executable, "import websockets.asyncio.client, httpx, pydantic"),
+    }
+    if released:
+        contenders["rel"] = (released, "from openenv import GenericEnvClient")
+    cwd = tempfile.gettempdir()
+
+    def once(kind: str) -> dict[str, Any]:
+        python, stmt = contenders[kind]
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [python, "-I", "-c", IMPORT_SNIPPET.format(stmt=stmt)], capture_output=True, text=True, cwd=cwd, timeout=120
+        )
+        t1 = time.perf_counter()
+        if out.returncode:
+            raise RuntimeError(f"import {kind} failed: {out.stderr[-2000:]}")
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res["process_wall"] = t1 - t0
+        return res
+
+    kinds = list(contenders)
+    for kind in kinds:  # warm-up (page cache, .pyc files)
+        once(kind)
+    raw = run_rounds(kinds, rounds, once)
+    result: dict[str, Any] = {}
+    for kind, rs in raw.items():
+        result[kind] = {
+            "stmt": contenders[kind][1],
+            "wall": statistics.median(r["wall"] for r in rs),
+            "wall_min": min(r["wall"] for r in rs),
+            "process_wall": statistics.median(r["process_wall"] for r in rs),
+            "rss_mb": statistics.median(r["rss_kb"] for r in rs) / 1024,
+            "asyncio": rs[0]["asyncio"],
+            "modules": rs[0]["modules"],
+            "rounds": len(rs),
+            "by_round": {"wall": [r["wall"] for r in rs]},
+        }
+    bare = result["bare"]["rss_mb"]
+    for kind in result:
+        result[kind]["rss_delta_mb"] = result[kind]["rss_mb"] - bare
+    return result
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers and the echo image exists, else why not."""
+    try:
+        import docker  # type: ignore[import-untyped]
+    except ImportError:
+        return "docker-py is not installed in the bench venv"
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except Exception as exc:
+        return (
+            f"no Docker engine answers ({type(exc).__name__}); start one with "
+            "`python3 scripts/docker_setup.py` or `nox -s docker`"
+        )
+    try:
+        client.images.get(ECHO_IMAGE)
+    except Exception:
+        return f"image {ECHO_IMAGE} is missing; build it with `python3 scripts/docker_setup.py`"
+    finally:
+        client.close()
+    return None
+
+
+def section_docker(workers: dict[str, Worker], rounds: int) -> dict[str, Any]:
+    kinds = list(workers)
+    for kind in kinds:  # warm-up: one cold start each (image layers in the page cache)
+        workers[kind].call(op="docker", image=ECHO_IMAGE)
+    raw = run_rounds(kinds, rounds, lambda k: workers[k].call(op="docker", image=ECHO_IMAGE))
+    result: dict[str, Any] = {}
+    for kind, rs in raw.items():
+        result[kind] = {
+            "ready": statistics.median(r["ready"] for r in rs),
+            "ready_min": min(r["ready"] for r in rs),
+            "ready_max": max(r["ready"] for r in rs),
+            "close": statistics.median(r["close"] for r in rs),
+            "total": statistics.median(r["total"] for r in rs),
+            "left": max(r["left"] for r in rs),
+            "rounds": len(rs),
+            "by_round": {"ready": [r["ready"] for r in rs]},
+        }
+    return result
+
+
+# ---------------------------------------------------------------------------
+# targets
+# ---------------------------------------------------------------------------
+
+
+# (measure, section, key, numerator, denominator, op, bound, what); key "rate" is higher-is-better
+TARGETS = [
+    ("sync step p50", "step", "p50", "ours-sync", "raw-sync", "<=", 1.10, "ours / raw websockets.sync"),
+    ("sync step p50", "step", "p50", "ours-sync", "rel-plain", "<=", 0.65, "ours / 0.10.0 plain sync calls"),
+    ("sync step p50", "step", "p50", "ours-sync", "rel-dotsync", "<=", 0.65, "ours / 0.10.0 .sync()"),
+    ("sync client CPU per step", "step", "cpu", "ours-sync", "raw-sync", "<=", 1.25, "ours / raw websockets.sync"),
+    ("async step p50", "step", "p50", "ours-aio", "raw-async", "<=", 1.10, "ours / raw websockets.asyncio"),
+    ("async step p50", "step", "p50", "ours-aio", "rel-await", "<=", 1.0, "ours / 0.10.0 awaited"),
+    ("1 MiB observations, steps/s", "large", "rate", "ours-sync", "rel-plain", ">=", 15, "ours sync / 0.10.0 plain"),
+    (
+        "1 MiB observations, steps/s",
+        "large",
+        "rate",
+        "ours-sync",
+        "rel-dotsync",
+        ">=",
+        15,
+        "ours sync / 0.10.0 .sync()",
+    ),
+    ("1 MiB observations, steps/s", "large", "rate", "ours-aio", "rel-await", ">=", 15, "ours aio / 0.10.0 awaited"),
+    (
+        "import openenv.sync wall time",
+        "import",
+        "wall",
+        "ours-sync",
+        "floor-sync",
+        "<=",
+        1.5,
+        "ours / websockets.sync.client+httpx+pydantic",
+    ),
+    (
+        "Docker cold start to first reset",
+        "docker",
+        "ready",
+        "ours-sync",
+        "floor-docker",
+        "<=",
+        1.2,
+        "ours sync / docker-py floor",
+    ),
+    (
+        "Docker cold start to first reset",
+        "docker",
+        "ready",
+        "ours-aio",
+        "floor-docker",
+        "<=",
+        1.2,
+        "ours aio / docker-py floor",
+    ),
+    ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-sync", ">=", 2, "0.10.0 / ours sync"),
+    ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-aio", ">=", 2, "0.10.0 / ours aio"),
+]
+
+
+def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target as the ratio of the two medians (what decides met/missed), plus the median of
+    per-round paired ratios (both contenders measured next to each other in the same round)."""
+    out: list[dict[str, Any]] = []
+    for measure, section, key, num, den, op, bound, what in TARGETS:
+        a = res.get(section, {}).get(num)
+        b = res.get(section, {}).get(den)
+        row: dict[str, Any] = {
+            "measure": measure,
+            "target": f"{op} {bound:g} ({what})",
+            "ratio": None,
+            "paired": None,
+            "met": None,
+        }
+        if a and b:
+            ratio = a[key] / b[key]
+            ra, rb = a.get("by_round", {}).get(key, []), b.get("by_round", {}).get(key, [])
+            pairs = [x / y for x, y in zip(ra, rb, strict=False) if y]
+            row["ratio"] = ratio
+            row["paired"] = statistics.median(pairs) if pairs else None
+            row["met"] = ratio <= bound if op == "<=" else ratio >= bound
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# reporting
+# ---------------------------------------------------------------------------
+
+
+def us(x: float) -> str:
+    return f"{x * 1e6:,.0f} µs" if x < 1e-2 else f"{x * 1e3:,.1f} ms"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta, res = results["meta"], results["sections"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {meta['started']} on {meta['machine']}; Python {meta['python']}, websockets {meta['websockets']}; "
+        f"{meta['rounds']} rounds (concurrent {meta.get('conc_rounds')}, import {meta.get('import_rounds')}, "
+        f"Docker {meta.get('docker_rounds')}), {meta['duration_s']:.0f} s in all, load average "
+        f"{meta['load_before'][0]:.1f} before and {meta['load_after'][0]:.1f} after. Generated by `nox -s bench` "
+        "(bench/run.py); what each contender does: bench/README.md. Medians of one run; ratios are "
+        "between contenders measured side by side, interleaved round-robin.",
+        "",
+    ]
+    notes = meta.get("notes") or []
+    if notes:
+        lines += ["Notes:", ""] + [f"* {n}" for n in notes] + [""]
+
+    def steps_table(title: str, sec: dict[str, Any], unit_note: str) -> None:
+        if not sec:
+            return
+        base = {k: sec.get("raw-sync" if k in SYNC_KINDS else "raw-async") for k in sec}
+        lines.extend(
+            [
+                f"## {title}",
+                "",
+                unit_note,
+                "",
+                "| contender | p50 | p99 | p50 range over rounds | vs floor p50 | client CPU/op "
+                "| vs floor CPU | ops/s |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+        )
+        for k, s in sec.items():
+            b = base[k]
+            vs = f"{s['p50'] / b['p50']:.2f}×" if b else "–"
+            vc = f"{s['cpu'] / b['cpu']:.2f}×" if b else "–"
+            lines.append(
+                f"| {LABELS.get(k, k)} | {us(s['p50'])} | {us(s['p99'])} | {us(s['p50_min'])} – "
+                f"{us(s['p50_max'])} | {vs} | {us(s['cpu'])} | {vc} | {s['rate']:,.1f} |"
+            )
+        lines.append("")
+
+    steps_table(
+        "Sequential step, small observations (echo server)",
+        res.get("step", {}),
+        f"{meta.get('step_n')} steps per contender per round on one session.",
+    )
+    steps_table(
+        "Sequential step, 1 MiB observations (bench.envs:BlobEnvironment)",
+        res.get("large", {}),
+        f"{meta.get('large_n')} steps per contender per round; each observation carries 1 MiB of base64 text.",
+    )
+    steps_table(
+        "Fresh session setup (connect + reset + close)",
+        res.get("setup", {}),
+        f"{meta.get('setup_n')} setups per contender per round.",
+    )
+    steps_table(
+        "64 concurrent async sessions (server --max-sessions 64)",
+        res.get("concurrent", {}),
+        f"{meta.get('conc_sessions')} sessions × {meta.get('conc_steps')} steps per round, all in flight "
+        "together; latency is per step, ops/s is steps/s across all sessions.",
+    )
+    imp = res.get("import")
+    if imp:
+        lines.extend(
+            [
+                "## Import (fresh interpreter, `python -I`)",
+                "",
+                "Wall time of the import statement alone, the whole process (interpreter start "
+                "included), and peak RSS after the import (Δ over `pass`).",
+                "",
+                "| statement | import wall | vs floor | process wall | peak RSS | Δ RSS | imports asyncio | modules |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+        )
+        floor = imp.get("floor-sync", {}).get("wall")
+        for k, s in imp.items():
+            where = " (0.10.0 venv)" if k == "rel" else ""
+            vs = f"{s['wall'] / floor:.2f}×" if floor else "–"
+            lines.append(
+                f"| `{s['stmt']}`{where} | {s['wall'] * 1e3:,.1f} ms | {vs} | {s['process_wall'] * 1e3:,.0f} ms | "
+                f"{s['rss_mb']:.1f} MB | {s['rss_delta_mb']:+.1f} MB | "
+                f"{'yes' if s['asyncio'] else 'no'} | {s['modules']} |"
+            )
+        lines.append("")
+    dk = res.get("docker")
+    if dk:
+        lines.extend(
+            [
+                f"## Docker cold start (`{ECHO_IMAGE}`)",
+                "",
+                "`ready`: from the call to the first reset's reply; `close`: until the container is removed.",
+                "",
+                "| contender | to first reset | range | close | total | vs floor (ready) | containers left |",
+                "|---|---|---|---|---|---|---|",
+            ]
+        )
+        floor = dk.get("floor-docker", {}).get("ready")
+        for k, s in dk.items():
+            vs = f"{s['ready'] / floor:.2f}×" if floor else "–"
+            lines.append(
+                f"| {LABELS.get(k, k)} | {s['ready']:.3f} s | {s['ready_min']:.3f} – {s['ready_max']:.3f} s | "
+                f"{s['close']:.3f} s | {s['total']:.3f} s | {vs} | {s['left']} |"
+            )
+        lines.append("")
+    elif "docker" in meta.get("skipped", {}):
+        lines.extend(["## Docker cold start", "", f"Skipped: {meta['skipped']['docker']}", ""])
+    lines.extend(
+        [
+            "## Targets",
+            "",
+            "`ratio` is the ratio of the two medians above and decides met/missed; `paired` is the "
+            "median over rounds of the same ratio within each round (a check on noise).",
+            "",
+            "| measure | target | ratio | paired | met |",
+            "|---|---|---|---|---|",
+        ]
+    )
+    for t in results["targets"]:
+        ratio = "–" if t["ratio"] is None else f"{t['ratio']:.3f}"
+        paired = "–" if t.get("paired") is None else f"{t['paired']:.3f}"
+        met = "not measured" if t["met"] is None else ("**met**" if t["met"] else "**missed**")
+        lines.append(f"| {t['measure']} | {t['target']} | {ratio} | {paired} | {met} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def chart(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = results["sections"]
+    panels: list[tuple] = []
+    if res.get("step"):
+        panels.append(("step p50, small (µs)", {k: v["p50"] * 1e6 for k, v in res["step"].items()}))
+        panels.append(("client CPU per step, small (µs)", {k: v["cpu"] * 1e6 for k, v in res["step"].items()}))
+    if res.get("large"):
+        panels.append(
+            ("1 MiB observations: steps/s (higher is better)", {k: v["rate"] for k, v in res["large"].items()})
+        )
+    if res.get("setup"):
+        panels.append(("session setup p50 (ms)", {k: v["p50"] * 1e3 for k, v in res["setup"].items()}))
+    if res.get("concurrent"):
+        panels.append(("64 sessions: steps/s (higher is better)", {k: v["rate"] for k, v in res["concurrent"].items()}))
+    if res.get("import"):
+        panels.append(
+            ("import wall (ms)", {f"imp:{k}": v["wall"] * 1e3 for k, v in res["import"].items() if k != "bare"})
+        )
+    if res.get("docker"):
+        panels.append(("Docker: to first reset (s)", {k: v["ready"] for k, v in res["docker"].items()}))
+    if not panels:
+        return
+    cols = 2
+    rows = (len(panels) + 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(14, 3.2 * rows), squeeze=False)
+    for ax, (title, data) in zip(axes.flat, panels, strict=False):
+        names = [IMPORT_LABELS.get(k, LABELS.get(k, k)) for k in data]
+        colors = [
+            "tab:green"
+            if k.startswith(("ours", "imp:ours"))
+            else "tab:gray"
+            if ("raw" in k or "floor" in k)
+            else "tab:orange"
+            if k.startswith(("rel", "imp:rel"))
+            else "tab:blue"
+            for k in data
+        ]
+        ax.barh(names, list(data.values()), color=colors)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(labelsize=8)
+        for i, v in enumerate(data.values()):
+            ax.text(v, i, f" {v:,.3g}", va="center", fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.axis("off")
+    fig.suptitle(f"openenv benchmarks, {results['meta']['started']} (green: ours, grey: floors, orange: 0.10.0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})",
+    )
+    parser.add_argument(
+        "--released-python",
+        default=None,
+        help="python of a venv with openenv==0.10.0 (without it, the released client is left out)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=15,
+        help="measured rounds of the step, large and setup sections (default 15; import: 3/5 of it, concurrent: half)",
+    )
+    parser.add_argument(
+        "--docker-rounds", type=int, default=7, help="measured rounds of the Docker section (default 7)"
+    )
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")
+    parser.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/results)")
+    parser.add_argument("--no-commit-copy", action="store_true", help="do not update bench/RESULTS.md")
+    args = parser.parse_args(argv)
+
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
+    rounds = 2 if args.quick else args.rounds
+    conc_rounds = 2 if args.quick else max(3, rounds // 2)
+    import_rounds = 2 if args.quick else max(3, rounds * 3 // 5)
+    docker_rounds = 1 if args.quick else args.docker_rounds
+    step_n, large_n, setup_n = (100, 5, 10) if args.quick else (150, 10, 15)
+    conc_sessions, conc_steps = 64, (5 if args.quick else 20)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    logdir = out_dir / "logs"
+    logdir.mkdir(exist_ok=True)
+
+    released = args.released_python
+    notes: list[str] = []
+    skipped: dict[str, str] = {}
+    if released is None:
+        notes.append("the released client (openenv==0.10.0) was left out: no --released-python given")
+
+    import websockets
+
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    t_start = time.monotonic()
+    meta: dict[str, Any] = {
+        "started": started,
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.platform()})",
+        "python": platform.python_version(),
+        "websockets": websockets.__version__,
+        "rounds": rounds,
+        "conc_rounds": conc_rounds,
+        "import_rounds": import_rounds,
+        "docker_rounds": docker_rounds,
+        "step_n": step_n,
+        "large_n": large_n,
+        "setup_n": setup_n,
+        "conc_sessions": conc_sessions,
+        "conc_steps": conc_steps,
+        "sections": only,
+        "notes": notes,
+        "skipped": skipped,
+        "load_before": os.getloadavg(),
+    }
+    res: dict[str, Any] = {}
+
+    kinds = ["ours-sync", "raw-sync", "ours-aio", "raw-async"]
+    if released:
+        kinds += ["rel-plain", "rel-dotsync", "rel-await"]
+    docker_skip = docker_available() if "docker" in only else None
+    if docker_skip:
+        skipped["docker"] = docker_skip
+        log(f"docker: skipped: {docker_skip}")
+    need_workers = any(s in only for s in ("step", "large", "setup", "concurrent")) or (
+        "docker" in only and not docker_skip
+    )
+
+    workers: dict[str, Worker] = {}
+    servers: list[Server] = []
+    try:
+        if need_workers:
+            for kind in kinds:
+                python = released if kind.startswith("rel") else sys.executable
+                workers[kind] = Worker(kind, python, logdir)
+            meta["worker_websockets"] = {k: w.websockets for k, w in workers.items()}
+        order = [
+            k
+            for k in ("ours-sync", "raw-sync", "rel-plain", "rel-dotsync", "ours-aio", "raw-async", "rel-await")
+            if k in workers
+        ]
+        echo = None
+        if any(s in only for s in ("step", "setup", "concurrent")):
+            echo = Server("echo", conc_sessions)
+            servers.append(echo)
+        if "step" in only:
+            assert echo is not None
+            log(f"step: {step_n} small steps x {rounds} rounds ({echo.url})")
+            res["step"] = section_steps({k: workers[k] for k in order}, echo.url, step_n, rounds, 200, 0)
+        if "large" in only:
+            blob = Server("bench.envs:BlobEnvironment", 16, env={"BENCH_BLOB_BYTES": str(BLOB)})
+            servers.append(blob)
+            log(f"large: {large_n} 1 MiB steps x {rounds} rounds ({blob.url})")
+            try:
+                res["large"] = section_steps({k: workers[k] for k in order}, blob.url, large_n, rounds, 3, BLOB)
+            finally:
+                blob.stop()
+        if "setup" in only:
+            assert echo is not None
+            log(f"setup: {setup_n} connect+reset+close x {rounds} rounds")
+            res["setup"] = section_setup({k: workers[k] for k in order}, echo.url, setup_n, rounds)
+        if "concurrent" in only:
+            assert echo is not None
+            conc = [k for k in ("ours-aio", "raw-async", "rel-await") if k in workers]
+            log(f"concurrent: {conc_sessions} sessions x {conc_steps} steps x {conc_rounds} rounds")
+            res["concurrent"] = section_concurrent(
+                {k: workers[k] for k in conc}, echo.url, conc_sessions, conc_steps, conc_rounds
+            )
+        if "import" in only:
+            log(f"import: {import_rounds} rounds")
+            res["import"] = section_import(released, import_rounds)
+        if "docker" in only and not docker_skip:
+            dkinds = [k for k in ("ours-sync", "ours-aio", "raw-sync", "rel-await") if k in workers]
+            log(f"docker: {docker_rounds} rounds of {dkinds}")
+            dres = section_docker({k: workers[k] for k in dkinds}, docker_rounds)
+            res["docker"] = {("floor-docker" if k == "raw-sync" else k): v for k, v in dres.items()}
+    finally:
+        for w in workers.values():
+            w.quit()
+        for s in servers:
+            s.stop()
+
+    meta["duration_s"] = time.monotonic() - t_start
+    meta["load_after"] = os.getloadavg()
+    results = {"meta": meta, "sections": res}
+    results["targets"] = targets(res)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out_dir / f"results-{stamp}.json").write_text(json.dumps(results, indent=2))
+    (out_dir / "latest.json").write_text(json.dumps(results, indent=2))
+    md = markdown(results)
+    (out_dir / f"results-{stamp}.md").write_text(md)
+    (out_dir / "latest.md").write_text(md)
+    try:
+        chart(results, out_dir / f"results-{stamp}.png")
+        chart(results, out_dir / "latest.png")
+    except ImportError:
+        log("matplotlib missing: no chart")
+    if not args.no_commit_copy:
+        (HERE / "RESULTS.md").write_text(md)
+    print(md)
+    log(f"results in {out_dir} ({meta['duration_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
