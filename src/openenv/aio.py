@@ -3,7 +3,7 @@
 Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import __all__ as _shared
 from ._async import DockerProvider as DockerProvider
@@ -14,6 +14,7 @@ from ._async import ServerProvider as ServerProvider
 from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
 from ._core.result import StepResult as StepResult
+from ._facade import lazy_exports
 
 if TYPE_CHECKING:
     from ._core.models import Action as Action
@@ -25,16 +26,4 @@ if TYPE_CHECKING:
 __all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
 
 
-def __getattr__(name: str) -> Any:
-    # the pydantic models load on first use, from openenv itself
-    if name in _shared:
-        import openenv
-
-        value = getattr(openenv, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _shared)

@@ -3,12 +3,13 @@
 Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import __all__ as _shared
 from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
 from ._core.result import StepResult as StepResult
+from ._facade import lazy_exports
 from ._sync import DockerProvider as DockerProvider
 from ._sync import Env as Env
 from ._sync import ProcessProvider as ProcessProvider
@@ -25,16 +26,4 @@ if TYPE_CHECKING:
 __all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
 
 
-def __getattr__(name: str) -> Any:
-    # the pydantic models load on first use, from openenv itself
-    if name in _shared:
-        import openenv
-
-        value = getattr(openenv, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _shared)
