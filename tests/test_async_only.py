@@ -107,3 +107,24 @@ async def test_cancellation_during_process_bootstrap_stops_the_process() -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert provider._child is None
+
+
+async def test_message_timeout_in_a_task_that_absorbed_a_cancellation(server_factory: Any) -> None:
+    from openenv.aio import MessageTimeout
+
+    server = server_factory(CounterEnv, max_sessions=2)
+
+    async def body() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        try:
+            await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            pass  # absorbed, as graceful-shutdown code does: cancelling() stays 1
+        async with Env(server.url, message_timeout=0.3) as env:
+            await env.reset()
+            with pytest.raises(MessageTimeout):
+                await env.step({"delta": 1, "sleep": 1.0})
+
+    await asyncio.create_task(body())

@@ -240,3 +240,27 @@ def test_client_options() -> None:
             ClientOptions(**bad)
     with pytest.raises(TypeError):
         ClientOptions(headers={"a": 1})  # type: ignore[dict-item]
+
+
+def test_hf_token_only_to_hf_spaces_over_tls() -> None:
+    from openenv._core.sources import hosted_headers
+
+    env = {"HF_TOKEN": "hf_secret"}
+    assert hosted_headers("https://owner-name.hf.space", None, env) == {"Authorization": "Bearer hf_secret"}
+    assert hosted_headers("wss://owner-name.hf.space", None, env) == {"Authorization": "Bearer hf_secret"}
+    assert hosted_headers("http://owner-name.hf.space", None, env) == {}
+    assert hosted_headers("https://example.com", None, env) == {}
+    assert hosted_headers("https://a-b.hf.space", {"authorization": "mine"}, env) == {"authorization": "mine"}
+    assert hosted_headers("https://a-b.hf.space", None, {}) == {}
+
+
+def test_credentials_never_reach_the_websockets_debug_log(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from openenv._core.options import WS_LOGGER
+
+    with caplog.at_level(logging.DEBUG, logger=WS_LOGGER.name):
+        WS_LOGGER.debug("> %s: %s", "Authorization", "Bearer hf_secret")
+        WS_LOGGER.debug("> %s: %s", "Host", "example.com")
+    assert "hf_secret" not in caplog.text
+    assert "Authorization: <hidden>" in caplog.text and "Host: example.com" in caplog.text

@@ -86,12 +86,13 @@ if sys.version_info >= (3, 11):
             if handle is not None:
                 handle.cancel()
             dog.handle = dog.loop.call_at(deadline, dog.expire)
+        base = task.cancelling() if task is not None else 0
         try:
             return await ws.recv()
         except asyncio.CancelledError:
             if dog.fired:
                 dog.fired = False
-                if task is not None and task.uncancel() == 0:
+                if task is not None and task.uncancel() <= base:
                     raise TimeoutError(f"no message within {timeout} s") from None
             raise
         finally:

@@ -416,3 +416,20 @@ async def test_message_timeout_is_per_reply_not_per_session(counter_server: Any)
         assert (await env.state())["total"] == 4
         with pytest.raises(MessageTimeout):
             await env.step({"delta": 1, "sleep": 1.0})
+
+
+async def test_close_during_a_call_ends_it_and_never_reconnects(counter_server: Any) -> None:
+    env = await Env(counter_server.url).connect()
+    stepped, closed = await gather(lambda: env.step({"delta": 1, "sleep": 0.5}), env.close)
+    assert isinstance(stepped, SessionLost)
+    assert closed is None
+    assert env.closed and not env.connected
+    with pytest.raises(EnvClosed):
+        await env.state()
+
+
+async def test_closing_a_parent_closes_every_child(counter_server: Any) -> None:
+    env = await Env(counter_server.url).connect()
+    children = [await env.new_session() for _ in range(3)]
+    await env.close()
+    assert all(child.closed and not child.connected for child in children)

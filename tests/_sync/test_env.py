@@ -416,3 +416,20 @@ def test_message_timeout_is_per_reply_not_per_session(counter_server: Any) -> No
         assert (env.state())["total"] == 4
         with pytest.raises(MessageTimeout):
             env.step({"delta": 1, "sleep": 1.0})
+
+
+def test_close_during_a_call_ends_it_and_never_reconnects(counter_server: Any) -> None:
+    env = Env(counter_server.url).connect()
+    stepped, closed = gather(lambda: env.step({"delta": 1, "sleep": 0.5}), env.close)
+    assert isinstance(stepped, SessionLost)
+    assert closed is None
+    assert env.closed and not env.connected
+    with pytest.raises(EnvClosed):
+        env.state()
+
+
+def test_closing_a_parent_closes_every_child(counter_server: Any) -> None:
+    env = Env(counter_server.url).connect()
+    children = [env.new_session() for _ in range(3)]
+    env.close()
+    assert all(child.closed and not child.connected for child in children)

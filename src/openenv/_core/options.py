@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,23 @@ from .urls import Endpoints, redact_url
 __all__ = ["ClientOptions", "EnvOptions", "connect_error", "closed_error", "DEFAULT_MAX_MESSAGE_SIZE"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+class _RedactHeaders(logging.Filter):
+    """Hide the values of credential headers in websockets' handshake debug lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 2 and str(args[0]).lower() in _SECRET_HEADERS:
+            record.args = (args[0], "<hidden>")
+        return True
+
+
+#: The logger our connections use: websockets' own lines, credentials hidden.
+WS_LOGGER = logging.getLogger("openenv.websockets")
+WS_LOGGER.addFilter(_RedactHeaders())
 
 
 def _check_timeout(name: str, value: float | None) -> float | None:
@@ -82,6 +100,7 @@ class ClientOptions:
             "compression": "deflate" if self.compress(endpoints) else None,
             "close_timeout": 5.0,
             "user_agent_header": "openenv-twin (websockets)",
+            "logger": WS_LOGGER,
         }
         if self.headers:
             kwargs["additional_headers"] = dict(self.headers)

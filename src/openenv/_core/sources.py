@@ -68,13 +68,14 @@ def hosted_headers(
 ) -> dict[str, str]:
     """Headers for a hosted Space: ``Authorization: Bearer $HF_TOKEN`` when set.
 
-    The token is only ever sent to ``*.hf.space`` hosts, and never replaces an
+    The token is only ever sent to ``*.hf.space`` hosts over TLS, and never replaces an
     ``Authorization`` header the caller gave.
     """
     result = dict(headers or {})
     token = environ.get("HF_TOKEN")
     host = parse_base_url(base_url).host.lower()
-    if token and host.endswith(".hf.space") and not any(k.lower() == "authorization" for k in result):
+    secure = base_url.lower().startswith(("https://", "wss://"))
+    if token and secure and host.endswith(".hf.space") and not any(k.lower() == "authorization" for k in result):
         result["Authorization"] = f"Bearer {token}"
     return result
 

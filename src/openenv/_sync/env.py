@@ -196,11 +196,18 @@ class Env(Generic[ActT, ObsT, StateT]):
         if self._closed:
             return
         self._closed = True
+        children, self._children = self._children, []
         try:
-            for child in self._children:
+            for child in children:
                 child.close()
-            self._children.clear()
             self._shutdown(send_close=True)
+        except BaseException:
+            # cancelled or interrupted while closing: drop every socket left at once
+            for child in children:
+                child._closed = True
+                child._lose_now("the client was closed", False)
+            self._lose_now("the client was closed", False)
+            raise
         finally:
             self._resources.close()
 
@@ -233,7 +240,12 @@ class Env(Generic[ActT, ObsT, StateT]):
         child._provider = None
         child._resources = ExitStack()
         child._reset_connection_state()
-        child.connect()
+        try:
+            child.connect()
+            self._check_open()  # closed while the child connected
+        except BaseException:
+            child.close()
+            raise
         self._children.append(child)
         return child
 
@@ -655,6 +667,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Open a new WebSocket (a new server session), dropping any previous one."""
         self._shutdown(send_close=True)
         self._lost = None
+        self._check_open()
         stack = ExitStack()
         options = self._options
         url = self._session_ws_url()
@@ -663,6 +676,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         except Exception as exc:
             raise connect_error(exc, self._endpoints, options.connect_timeout) from exc
         self._stack, self._ws, self._loop = stack, ws, loop_token()
+        if self._closed:  # close() ran while this connection was being opened
+            self._shutdown(send_close=True)
+            self._check_open()
         if self._mode == PRODUCTION:
             self._check_attach()
 
@@ -732,7 +748,14 @@ class Env(Generic[ActT, ObsT, StateT]):
                 except ConnectionClosed as exc:
                     error = closed_error(exc, what, self._options.max_message_size, had_episode)
                     self._lose(f"the connection closed during {what}")
-                    if attempt == 1 and reused and not had_episode and type(error) is SessionLost:
+                    if (
+                        attempt == 1
+                        and reused
+                        and not had_episode
+                        and what in ("reset", "state")  # idempotent: never re-send a step or a tool call
+                        and type(error) is SessionLost
+                        and not self._closed
+                    ):
                         continue  # a stale socket with nothing to lose: one fresh try
                     raise error from None
                 except TimeoutError:

@@ -158,15 +158,28 @@ class DockerProvider(ServerProvider):
 
     def start(self) -> str:
         """Pull the image if needed, start the container, and return its URL."""
-        self._client = run_blocking(_docker.connect_client, self.docker_timeout)
+        run_blocking(self._connect)
         if self.pull or (self.pull is None and not run_blocking(_docker.image_present, self._client, self.image)):
             run_blocking(_docker.pull_image, self._client, self.image, progress=self.progress)
         info = run_blocking(self._start_container)
         return info.base_url
 
+    def _connect(self) -> None:
+        # in the worker thread: a cancelled caller still leaves the client where stop() finds it
+        client = _docker.connect_client(self.docker_timeout)
+        with self._lock:
+            if not self._stopped:
+                self._client = client
+                return
+        client.close()
+        raise ProviderError(f"{self!r} was stopped while it started")
+
     def _start_container(self) -> Any:
+        client = self._client
+        if client is None:
+            raise ProviderError(f"{self!r} was stopped while it started")
         info = _docker.start_container(
-            self._client,
+            client,
             self.image,
             name=self.name,
             labels=container_labels(self.session_id),
@@ -179,7 +192,7 @@ class DockerProvider(ServerProvider):
             self.container_id = info.id
             stopped = self._stopped
         if stopped:  # stop() ran while this step was still running in a worker thread
-            _docker.remove_container(self._client, info.id)
+            _docker.remove_container(client, info.id)
             raise ProviderError(f"container {self.name} was stopped while it started")
         return info
 
@@ -205,13 +218,11 @@ class DockerProvider(ServerProvider):
         """Remove the container (forced) and close the Docker client; idempotent."""
         with self._lock:
             self._stopped = True
-        if self._client is not None:
-            run_cleanup(self._remove)
+            client, self._client = self._client, None
+        if client is not None:
+            run_cleanup(self._remove, client)
 
-    def _remove(self) -> None:
-        client, self._client = self._client, None
-        if client is None:
-            return
+    def _remove(self, client: Any) -> None:
         try:
             _docker.remove_container(client, self.container_id or self.name)
         finally:
@@ -249,6 +260,8 @@ class ProcessProvider(ServerProvider):
         self.host = host
         self.port = port
         self._child: _process.ChildProcess | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def __repr__(self) -> str:
         return f"<ProcessProvider {self.command[0]!r} port={self.port}>"
@@ -263,11 +276,20 @@ class ProcessProvider(ServerProvider):
         """Start the process and return its URL."""
         if self.port is None:
             self.port = run_blocking(_process.free_port, self.host)
-        fill = {"host": self.host, "port": str(self.port)}
-        command = [part.format(**fill) if "{" in part else part for part in self.command]
-        self._child = run_blocking(_process.start_process, command, cwd=self.cwd, env=self.env)
+        command = [part.replace("{host}", self.host).replace("{port}", str(self.port)) for part in self.command]
+        run_blocking(self._spawn, command)
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    def _spawn(self, command: list[str]) -> None:
+        # in the worker thread: a cancelled caller still leaves the process where stop() finds it
+        child = _process.start_process(command, cwd=self.cwd, env=self.env)
+        with self._lock:
+            if not self._stopped:
+                self._child = child
+                return
+        _process.stop_process(child)
+        raise ProviderError(f"{self!r} was stopped while it started")
 
     def check(self) -> None:
         """Raise :class:`~openenv.ProviderError` with the output tail if the process exited."""
@@ -285,7 +307,9 @@ class ProcessProvider(ServerProvider):
 
     def stop(self) -> None:
         """Stop the process group; idempotent."""
-        child, self._child = self._child, None
+        with self._lock:
+            self._stopped = True
+            child, self._child = self._child, None
         if child is not None:
             run_cleanup(_process.stop_process, child)
 
