@@ -9,7 +9,13 @@ from typing import Any
 import pydantic
 import pytest
 
-from openenv import (
+from openenv._core import frames
+from openenv._core.errors import error_from_frame
+from openenv._core.guard import InFlight
+from openenv._core.options import ClientOptions
+from openenv._core.urls import parse_base_url, redact_url, space_image, space_subdomain, space_url
+from openenv.server.echo import EchoAction, EchoObservation
+from openenv.sync import (
     CapacityReached,
     Codec,
     ExecutionError,
@@ -21,12 +27,6 @@ from openenv import (
     State,
     StepResult,
 )
-from openenv._core import frames
-from openenv._core.errors import error_from_frame
-from openenv._core.guard import InFlight
-from openenv._core.options import ClientOptions
-from openenv._core.urls import parse_base_url, redact_url, space_image, space_subdomain, space_url
-from openenv.server.echo import EchoAction, EchoObservation
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from openenv import Codec, ProtocolError, Tool, ToolError, ToolNotFound, ToolResult
 from openenv._core import mcp
 from openenv._core.schema import model_from_schema
+from openenv.sync import Codec, ProtocolError, Tool, ToolError, ToolNotFound, ToolResult
 
 
 def test_tool_accepts_both_key_spellings() -> None:

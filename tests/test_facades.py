@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-import openenv
 import openenv.aio as aio
 import openenv.sync as sync
-from openenv import _shim_async, _shim_sync
+from openenv import _shared, _shim_async, _shim_sync
 
 FLAVOURED = {"Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider"}
 
@@ -24,7 +24,7 @@ def test_facades_export_the_same_names() -> None:
         if name in FLAVOURED:
             assert getattr(aio, name) is not getattr(sync, name), name
         else:
-            assert getattr(aio, name) is getattr(sync, name) is getattr(openenv, name)
+            assert getattr(aio, name) is getattr(sync, name) is getattr(_shared, name)
 
 
 def _public_methods(cls: type) -> dict[str, object]:
@@ -67,8 +67,22 @@ def test_shims_match() -> None:
             assert not inspect.iscoroutinefunction(s), name
 
 
+def test_openenv_is_a_namespace_package() -> None:
+    """No ``openenv/__init__.py`` of ours: the released packages own that file (we install beside them)."""
+    import openenv
+
+    assert getattr(openenv, "__file__", None) is None or "openenv_core" in str(openenv.__file__)
+    assert not any(Path(p, "__init__.py").exists() for p in openenv.__path__ if Path(p, "sync.py").exists())
+
+
+def test_version_comes_from_the_installed_metadata() -> None:
+    from importlib.metadata import version
+
+    assert aio.__version__ == sync.__version__ == version("openenv-twin")
+
+
 def test_importing_openenv_loads_no_flavour() -> None:
-    code = "import openenv, sys; print(sorted(m for m in sys.modules if m.startswith('openenv.')))"
+    code = "import openenv._shared, sys; print(sorted(m for m in sys.modules if m.startswith('openenv.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "openenv._async" not in out and "openenv._sync" not in out and "docker" not in out
 

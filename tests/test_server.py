@@ -21,7 +21,7 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from openenv import cli
+from openenv import _cli as cli
 from openenv.server import Action, Environment, EnvServer, Observation, State
 from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation, EchoState
 from openenv.server.environment import filter_kwargs

@@ -1,6 +1,6 @@
-"""``python -m openenv``: see :mod:`openenv.cli`."""
+"""``python -m openenv``: see :mod:`openenv._cli`."""
 
-from openenv.cli import main
+from openenv._cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,7 +5,6 @@ Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
 
 from typing import TYPE_CHECKING
 
-from . import __all__ as _shared
 from ._async import DockerProvider as DockerProvider
 from ._async import Env as Env
 from ._async import ProcessProvider as ProcessProvider
@@ -15,6 +14,7 @@ from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
 from ._core.result import StepResult as StepResult
 from ._facade import lazy_exports
+from ._shared import __all__ as _shared
 
 if TYPE_CHECKING:
     from ._core.models import Action as Action

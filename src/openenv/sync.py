@@ -5,11 +5,11 @@ Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
 
 from typing import TYPE_CHECKING
 
-from . import __all__ as _shared
 from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
 from ._core.result import StepResult as StepResult
 from ._facade import lazy_exports
+from ._shared import __all__ as _shared
 from ._sync import DockerProvider as DockerProvider
 from ._sync import Env as Env
 from ._sync import ProcessProvider as ProcessProvider

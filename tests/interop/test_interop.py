@@ -18,7 +18,7 @@ import pytest
 
 import openenv.aio
 import openenv.sync
-from openenv import (
+from openenv.sync import (
     CapacityReached,
     Codec,
     ExecutionError,

@@ -1,12 +1,12 @@
-"""openenv: a fast, safe client for OpenEnv environments.
+"""The names both facades share (errors, models, codecs); it imports neither flavour.
 
-Pick a flavour with one import; both have the same names and parameters::
+``openenv`` itself is a namespace package: this distribution ships no
+``openenv/__init__.py``, so it installs beside the released ``openenv-core`` /
+``openenv`` packages (which own that file) without sharing a file with them.
+Users import a flavour::
 
     from openenv.sync import Env    # blocking, no event loop
     from openenv.aio import Env     # asyncio
-
-This package itself exports only what both flavours share (errors, models,
-codecs) and imports neither flavour.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -49,26 +49,24 @@ if TYPE_CHECKING:
 
 # pydantic models load on first access: importing a client must stay light.
 _LAZY = {
-    "Action": "._core.models",
-    "Observation": "._core.models",
-    "State": "._core.models",
-    "Tool": "._core.tool_models",
-    "ToolResult": "._core.tool_models",
+    "Action": "openenv._core.models",
+    "Observation": "openenv._core.models",
+    "State": "openenv._core.models",
+    "Tool": "openenv._core.tool_models",
+    "ToolResult": "openenv._core.tool_models",
 }
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'openenv' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    value = getattr(import_module(module, __name__), name)
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Action",
