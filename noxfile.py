@@ -111,6 +111,14 @@ def build(session: nox.Session) -> None:
     sdists = sorted(dist.glob("*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
         session.error(f"expected one wheel and one sdist in dist/, found {wheels + sdists}")
+    # we install beside openenv-core / openenv: never ship a file they own
+    import zipfile
+
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    owned = ("openenv/__init__.py", "openenv/core/", "openenv/cli/", "openenv/auto/", "openenv/cli.py")
+    clashes = sorted(name for name in names if name.startswith(owned))
+    if clashes:
+        session.error(f"the wheel ships files the released openenv packages own: {clashes}")
     venv = Path(session.create_tmp()) / "wheel-venv"
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
@@ -127,6 +135,7 @@ def build(session: nox.Session) -> None:
         "import sys, openenv.sync\nassert 'asyncio' not in sys.modules, 'import openenv.sync imported asyncio'\n"
     )
     session.run(python, "-c", sync_only, external=True)
+    session.run(python, "-m", "openenv", "--help", external=True, silent=True)
 
 
 @nox.session
