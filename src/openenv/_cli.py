@@ -12,15 +12,29 @@ Commands:
     written to stderr (tools wait for it; with ``--port 0`` it carries the
     chosen port).
 
-``run [URL] [--steps N]``
-    Run a short episode with the blocking client and print each step, then the
-    number of steps and the mean step latency. Without ``URL`` an in-process
-    echo server on ``127.0.0.1`` (ephemeral port) is used. The actions are
-    echo-style ``{"message": "hello <n>"}``, so a server given by ``URL`` must
-    accept them (the echo environment does). Any client error prints one
-    ``error: ...`` line to stderr and exits with status 1.  Without ``URL`` it
-    then also lists the tools of the built-in tool environment
-    (:mod:`openenv.server.tools_demo`) and makes one call, ``add(a=2, b=40)``.
+``run [TARGET] [--action JSON]... [--steps N] [--seed S] [--reset-kwargs JSON] [--tool NAME [--args JSON]]... [--json]``
+    Start or connect to ``TARGET`` (a URL, a local checkout directory, a Space
+    id or a Docker image; default: the built-in echo environment on an
+    in-process server on ``127.0.0.1``), reset it, then send each ``--action``
+    as one step and make each ``--tool`` call (``env.call_tool``), in
+    command-line order, stopping at ``done``.  Without ``--action``, each step
+    sends a default action built from the ``GET /schema`` action schema
+    (:func:`openenv._core.defaults.default_value`); when none can be built the
+    command exits with status 2 naming the fields it needs.  Prints one short
+    line per result, or one JSON object per line with ``--json``.  Server and
+    connection errors print the server's message and exit with status 1.
+    Without ``TARGET`` and without ``--action``/``--tool`` it also makes one
+    tool call against the built-in tool environment
+    (:mod:`openenv.server.tools_demo`).
+
+``schema [TARGET] [--json]``
+    Print the target's action, observation and state JSON Schemas.
+
+``tools [TARGET] [--json]``
+    List the target's MCP tools and their parameters.
+
+``prune [--all] [--dry-run]``
+    Remove containers this library started whose owner process is gone.
 
 Exit status: 0 on success, 1 on a runtime error, 2 on a usage error.
 """
@@ -324,7 +338,7 @@ def _default_action(env: Any, args: argparse.Namespace) -> Callable[[int], dict[
     if not isinstance(action_schema, dict):
         raise _NoAction(
             f"the server's /schema has no action schema; give actions with --action JSON "
-            f"(python -m openenv run{_target_words(args)} --action '{{...}}')"
+            f"({_prog()} run{_target_words(args)} --action '{{...}}')"
         )
     try:
         action = default_value(action_schema)
@@ -335,7 +349,7 @@ def _default_action(env: Any, args: argparse.Namespace) -> Callable[[int], dict[
             f"cannot build a default action from the environment's action schema; "
             f"these fields need a value:\n{fields}\n"
             f"give the action with --action, e.g.:\n"
-            f"  python -m openenv run{_target_words(args)} --action {example}"
+            f"  {_prog()} run{_target_words(args)} --action {example}"
         ) from None
     if not isinstance(action, dict):
         raise _NoAction(f"the action schema does not describe an object (built {action!r}); give --action JSON")
@@ -440,7 +454,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         if isinstance(exc, ServerValidationError) and where.startswith("step"):
             print(
-                f"hint: python -m openenv schema{_target_words(args)} shows the action schema",
+                f"hint: {_prog()} schema{_target_words(args)} shows the action schema",
                 file=sys.stderr,
             )
         return 1
@@ -657,7 +671,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     except NoDefault as exc:
         example = exc.example
     print(
-        f"call one: python -m openenv run{_target_words(args)} --tool {shlex.quote(first.name)} "
+        f"call one: {_prog()} run{_target_words(args)} --tool {shlex.quote(first.name)} "
         f"--args {shlex.quote(json.dumps(example, ensure_ascii=False))}"
     )
     return 0
@@ -693,7 +707,7 @@ exit status: 0 ok, 1 server or connection error (its message is printed),
 2 bad usage or no default action.
 
 examples:
-  %(prog)s                                   # echo demo, in-process
+  %(prog)s                # the echo demo, served in-process
   %(prog)s http://127.0.0.1:8000 --action '{"message": "hi"}' --steps 3
   %(prog)s my-env:latest --action '{"move": "e4"}' --action '{"move": "e5"}'
   %(prog)s ./my_env --action @action.json --seed 7 --json
@@ -707,7 +721,7 @@ lists (type, required or default, description) and the default action that
 `run` would send; --json prints the raw schema object.
 
 examples:
-  %(prog)s                                   # the built-in echo environment
+  %(prog)s                # the built-in echo environment
   %(prog)s http://127.0.0.1:8000
   %(prog)s my-env:latest --json | jq .action
 """

@@ -200,35 +200,39 @@ class _Builder:
 
     def number(self, node: Mapping[str, Any], kind: str, path: str) -> Any:
         integer = kind == "integer"
-        lo, hi = node.get("minimum"), node.get("maximum")
-        ex_lo, ex_hi = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
-        step = node.get("multipleOf")
+        lo, hi = _num(node, "minimum"), _num(node, "maximum")
+        ex_lo, ex_hi = _num(node, "exclusiveMinimum"), _num(node, "exclusiveMaximum")
+        step = _num(node, "multipleOf")
+        if integer:  # the inclusive integer bounds
+            lows = [math.ceil(v) for v in (lo,) if v is not None] + [
+                math.floor(v) + 1 for v in (ex_lo,) if v is not None
+            ]
+            highs = [math.floor(v) for v in (hi,) if v is not None] + [
+                math.ceil(v) - 1 for v in (ex_hi,) if v is not None
+            ]
+            lo, hi, ex_lo, ex_hi = (max(lows) if lows else None), (min(highs) if highs else None), None, None
         value: float = 0
-        if isinstance(lo, (int, float)) and not isinstance(lo, bool) and value < lo:
+        if lo is not None and value < lo:
             value = lo
-        if isinstance(ex_lo, (int, float)) and not isinstance(ex_lo, bool) and value <= ex_lo:
-            if integer:
-                value = math.floor(ex_lo) + 1
-            elif isinstance(ex_hi, (int, float)) and not isinstance(ex_hi, bool):
-                value = (ex_lo + ex_hi) / 2
-            elif isinstance(hi, (int, float)) and not isinstance(hi, bool) and hi > ex_lo:
-                value = (ex_lo + hi) / 2
-            else:
-                value = ex_lo + 1
-        if integer:
-            value = math.ceil(value)
-        if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0:
+        if ex_lo is not None and value <= ex_lo:
+            upper = ex_hi if ex_hi is not None else hi
+            value = (ex_lo + upper) / 2 if upper is not None and upper > ex_lo else ex_lo + 1
+        if hi is not None and value > hi:
+            value = hi
+        if ex_hi is not None and value >= ex_hi:
+            lower = ex_lo if ex_lo is not None else lo
+            value = (lower + ex_hi) / 2 if lower is not None and lower < ex_hi else ex_hi - 1
+        if step is not None and step > 0:
             value = math.ceil(value / step) * step
-        ok = True
-        if isinstance(hi, (int, float)) and not isinstance(hi, bool) and value > hi:
-            ok = False
-        if isinstance(ex_hi, (int, float)) and not isinstance(ex_hi, bool) and value >= ex_hi:
-            ok = False
+        ok = (
+            (lo is None or value >= lo)
+            and (hi is None or value <= hi)
+            and (ex_lo is None or value > ex_lo)
+            and (ex_hi is None or value < ex_hi)
+        )
         if not ok:
             raise _fail(path, f"{'an integer' if integer else 'a number'} {_bounds(node)}".rstrip())
-        if integer:
-            return int(value)
-        return float(value)
+        return int(value) if integer else float(value)
 
     def string(self, node: Mapping[str, Any], path: str) -> str:
         fmt = node.get("format")
@@ -307,6 +311,11 @@ class _Builder:
         if needs:
             raise _Fail(needs, out)
         return out
+
+
+def _num(node: Mapping[str, Any], key: str) -> float | None:
+    value = node.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _int(node: Mapping[str, Any], key: str) -> int | None:
