@@ -330,10 +330,17 @@ def _default_action(env: Any, args: argparse.Namespace) -> Callable[[int], dict[
     import shlex
 
     from openenv._core.defaults import NoDefault, default_value
+    from openenv._core.errors import OpenEnvError
 
     if args.target is None:
         return lambda n: {"message": f"hello {n}"}
-    schema = _fetch_schema(env.base_url)
+    try:
+        schema = _fetch_schema(env.base_url)
+    except OpenEnvError as exc:
+        raise _NoAction(
+            f"no --action was given and the action schema cannot be read ({exc}); give actions with "
+            f"--action JSON ({_prog()} run{_target_words(args)} --action '{{...}}')"
+        ) from None
     action_schema = schema.get("action")
     if not isinstance(action_schema, dict):
         raise _NoAction(
@@ -457,6 +464,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"hint: {_prog()} schema{_target_words(args)} shows the action schema",
                 file=sys.stderr,
             )
+        return 1
+    except OSError as exc:  # e.g. the in-process server cannot bind
+        out.error(exc, where)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -583,7 +593,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     try:
         with _session(args, out) as env:
             schema = _fetch_schema(env.base_url)
-    except OpenEnvError as exc:
+    except (OpenEnvError, OSError) as exc:
         out.error(exc)
         return 1
     except KeyboardInterrupt:
@@ -638,7 +648,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     try:
         with _session(args, out) as env:
             tools = env.list_tools()
-    except OpenEnvError as exc:
+    except (OpenEnvError, OSError) as exc:
         out.error(exc)
         return 1
     except KeyboardInterrupt:
