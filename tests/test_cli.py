@@ -422,3 +422,21 @@ def test_run_without_a_schema_asks_for_actions(
     code, out, _ = _run(capsys, "run", server.url, "--action", "{}", "--json")
     assert code == 0
     assert [r["type"] for r in _json_lines(out)] == ["reset", "step"]
+
+
+@pytest.mark.docker
+def test_run_and_schema_start_a_docker_image_and_clean_up(
+    capsys: pytest.CaptureFixture[str], docker_engine: Any
+) -> None:
+    from .conftest import ECHO_IMAGE
+
+    code, out, err = _run(capsys, "run", ECHO_IMAGE, "--steps", "2", "--seed", "1", "--json")
+    assert code == 0, err
+    assert f"started {ECHO_IMAGE} in " in err
+    records = _json_lines(out)
+    assert [r["type"] for r in records] == ["reset", "step", "step"]
+    assert records[1]["action"] == {"message": ""}  # built from the image's /schema
+    code, out, err = _run(capsys, "schema", f"docker:{ECHO_IMAGE}", "--json")
+    assert code == 0, err
+    assert json.loads(out)["action"]["required"] == ["message"]
+    # the docker_engine fixture fails the session if a container was left behind
