@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
@@ -115,3 +115,74 @@ def reply_ok(frame: str) -> str:
 def threads_of_ours() -> Iterator[threading.Thread]:
     """Live threads, excluding the test servers' own."""
     return iter(threading.enumerate())
+
+
+class WalkAction(Action):
+    """Walk along a line; the goal is at 3."""
+
+    direction: Literal["right", "left"]
+    distance: int = Field(default=1, ge=1, le=3)
+
+
+class WalkObservation(Observation):
+    position: int = 0
+
+
+class WalkEnv(Environment[WalkAction, WalkObservation, State]):
+    """A tiny game whose action is not ``{"message"}``: reach position 3 (reward 1 there, done)."""
+
+    action_type = WalkAction
+    observation_type = WalkObservation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    GOAL = 3
+
+    def __init__(self) -> None:
+        self._state = State()
+        self._position = 0
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> WalkObservation:
+        self._state = State(episode_id=episode_id or "walk", step_count=0)
+        self._position = start
+        return WalkObservation(position=start, metadata={"seed": seed})
+
+    def step(self, action: WalkAction) -> WalkObservation:
+        self._state.step_count += 1
+        self._position += action.distance if action.direction == "right" else -action.distance
+        done = self._position >= self.GOAL
+        return WalkObservation(position=self._position, reward=1.0 if done else 0.0, done=done)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+class ChessAction(Action):
+    """A move in coordinate notation: no default can be built for it."""
+
+    move: str = Field(pattern=r"^[a-h][1-8][a-h][1-8]$", description="from and to squares, e.g. e2e4")
+    promotion: Literal["q", "r", "b", "n"] | None = None
+
+
+class ChessEnv(Environment[ChessAction, WalkObservation, State]):
+    """Accepts any well-formed move (the CLI test only needs its schema and validation)."""
+
+    action_type = ChessAction
+    observation_type = WalkObservation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None) -> WalkObservation:
+        self._state = State(episode_id=episode_id or "chess", step_count=0)
+        return WalkObservation()
+
+    def step(self, action: ChessAction) -> WalkObservation:
+        self._state.step_count += 1
+        return WalkObservation(position=self._state.step_count, reward=0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state

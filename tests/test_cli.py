@@ -1,0 +1,442 @@
+"""The command line (``python -m openenv``): run / schema / tools against real servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openenv._cli import main
+from openenv.server import EnvServer
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+from .envs import ChessEnv, WalkEnv
+
+ServerFactory = Callable[..., EnvServer]
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- run: the built-in echo ----------------------------------------------------------------
+
+
+def test_run_without_target_is_the_echo_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "run")
+    assert code == 0
+    assert "started an in-process echo server on http://127.0.0.1:" in err
+    lines = out.splitlines()
+    assert lines[0].startswith("reset: observation=")
+    assert [line.split(" action=")[1].split(" observation")[0] for line in lines[1:6]] == [
+        json.dumps({"message": f"hello {n}"}) for n in range(1, 6)
+    ]
+    assert "5 steps, mean step latency" in out
+    assert "call_tool add(a=2, b=40) -> data=42" in out
+
+
+def test_run_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "run", "--json", "--steps", "2")
+    assert code == 0
+    records = _json_lines(out)
+    assert [r["type"] for r in records] == ["reset", "step", "step"]
+    assert records[2] == {
+        "type": "step",
+        "step": 2,
+        "action": {"message": "hello 2"},
+        "observation": {"metadata": {"step": 2}, "echoed_message": "hello 2", "message_length": 7},
+        "reward": pytest.approx(0.7),
+        "done": False,
+    }
+
+
+def test_run_echo_url_default_action_comes_from_the_schema(
+    capsys: pytest.CaptureFixture[str], echo_server: EnvServer
+) -> None:
+    code, out, _ = _run(capsys, "run", echo_server.url, "--json", "--steps", "1")
+    assert code == 0
+    assert _json_lines(out)[1]["action"] == {"message": ""}
+
+
+def test_long_observations_are_truncated(capsys: pytest.CaptureFixture[str], counter_server: EnvServer) -> None:
+    code, out, _ = _run(capsys, "run", counter_server.url, "--action", '{"delta": 1, "size": 5000}')
+    assert code == 0
+    step = out.splitlines()[1]
+    assert len(step) < 400
+    assert "... (" in step and "chars)" in step
+    assert "reward=1 done=False" in step
+
+
+# -- run: an environment whose action is not {"message"} -----------------------------------
+
+
+def test_run_with_one_action_repeated(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    server = server_factory(WalkEnv)
+    action = '{"direction": "right", "distance": 2}'
+    code, out, _ = _run(capsys, "run", server.url, "--action", action, "--steps", "4", "--seed", "3", "--json")
+    assert code == 0
+    records = _json_lines(out)
+    assert records[0]["observation"]["metadata"] == {"seed": 3}
+    assert [(r["type"], r.get("observation", {}).get("position")) for r in records] == [
+        ("reset", 0),
+        ("step", 2),
+        ("step", 4),  # done: the other two steps are not sent
+    ]
+    assert records[-1]["done"] is True and records[-1]["reward"] == 1.0
+
+
+def test_run_actions_in_order_from_files_and_reset_kwargs(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    server = server_factory(WalkEnv)
+    left = tmp_path / "left.json"
+    left.write_text('{"direction": "left", "distance": 3}')
+    code, out, _ = _run(
+        capsys,
+        "run",
+        server.url,
+        "--reset-kwargs",
+        '{"start": -5, "episode_id": "e1"}',
+        "--action",
+        '{"direction": "right"}',
+        "--action",
+        f"@{left}",
+        "--action",
+        '{"direction": "right", "distance": 2}',
+        "--json",
+    )
+    assert code == 0
+    positions = [r["observation"]["position"] for r in _json_lines(out)]
+    assert positions == [-5, -4, -7, -5]
+
+
+def test_run_builds_the_default_action_from_the_schema(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    server = server_factory(WalkEnv)
+    code, out, _ = _run(capsys, "run", server.url)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].startswith('step 1: action={"direction": "right"} observation=')
+    assert lines[3].endswith("reward=1 done=True")
+    assert "episode done after 3 of 5 steps" in out
+    assert "3 steps, mean step latency" in out
+
+
+def test_run_steps_zero_only_resets(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    server = server_factory(WalkEnv)
+    code, out, _ = _run(capsys, "run", server.url, "--steps", "0", "--json")
+    assert code == 0
+    assert [r["type"] for r in _json_lines(out)] == ["reset"]
+
+
+def test_run_without_a_buildable_default_names_the_fields(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    server = server_factory(ChessEnv)
+    code, out, err = _run(capsys, "run", server.url)
+    assert code == 2
+    assert out == ""
+    assert "move: a string matching ^[a-h][1-8][a-h][1-8]$" in err
+    assert f"python -m openenv run {server.url} --action " in err
+    assert '\'{"move": "<a string matching ^[a-h][1-8][a-h][1-8]$>"}\'' in err
+    assert "Traceback" not in err
+    # and the action it asks for works
+    code, out, _ = _run(capsys, "run", server.url, "--action", '{"move": "e2e4"}', "--json")
+    assert code == 0
+    assert _json_lines(out)[1]["observation"]["position"] == 1
+
+
+# -- run: errors -------------------------------------------------------------------------------
+
+
+def test_validation_error_prints_the_server_message(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    server = server_factory(WalkEnv)
+    code, out, err = _run(capsys, "run", server.url, "--action", '{"direction": "up", "distance": 9}')
+    assert code == 1
+    assert out.startswith("reset:")
+    assert "error: step 1: " in err
+    assert "VALIDATION_ERROR" in err
+    assert "direction: Input should be 'right' or 'left'" in err
+    assert "distance: Input should be less than or equal to 3" in err
+    assert f"python -m openenv schema {server.url}" in err
+    assert "Traceback" not in err
+
+
+def test_errors_in_json_mode_are_a_record_too(capsys: pytest.CaptureFixture[str], counter_server: EnvServer) -> None:
+    code, out, err = _run(capsys, "run", counter_server.url, "--action", '{"delta": 99}', "--json")
+    assert code == 1
+    records = _json_lines(out)
+    assert records[-1]["type"] == "error"
+    assert records[-1]["error"] == "ExecutionError"
+    assert "boom: delta 99 is cursed" in records[-1]["message"]
+    assert "error: step 1: boom: delta 99 is cursed" in err
+
+
+def test_unreachable_target(capsys: pytest.CaptureFixture[str], free_port: int) -> None:
+    code, _, err = _run(capsys, "run", f"http://127.0.0.1:{free_port}")
+    assert code == 1
+    assert err.startswith("error: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--action", "{nope"], "--action '{nope' is not valid JSON"),
+        (["--action", "[1, 2]"], "--action must be a JSON object"),
+        (["--action", "@/nonexistent/action.json"], "cannot read '/nonexistent/action.json'"),
+        (["--action", "{}", "--action", "{}", "--steps", "3"], "--steps 3 but 2 --action values"),
+        (["--reset-kwargs", "3"], "--reset-kwargs must be a JSON object"),
+        (["--tool", "add", "--args", "{bad"], "--args '{bad' is not valid JSON"),
+    ],
+)
+def test_usage_errors(
+    capsys: pytest.CaptureFixture[str], counter_server: EnvServer, argv: list[str], message: str
+) -> None:
+    code, out, err = _run(capsys, "run", counter_server.url, *argv)
+    assert code == 2
+    assert out == ""
+    assert message in err
+
+
+def test_args_without_tool_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--args", "{}"])
+    assert info.value.code == 2
+    assert "--args must follow its --tool NAME" in capsys.readouterr().err
+
+
+# -- run: tools -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tools_server(server_factory: ServerFactory) -> EnvServer:
+    return server_factory(ToolsDemoEnvironment)
+
+
+def test_run_tool_calls(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    code, out, _ = _run(
+        capsys,
+        "run",
+        tools_server.url,
+        "--tool",
+        "add",
+        "--args",
+        '{"a": 2, "b": 40}',
+        "--tool",
+        "greet",
+        "--args",
+        '{"name": "Ada", "punctuation": "?"}',
+        "--json",
+    )
+    assert code == 0
+    records = _json_lines(out)
+    assert [r["type"] for r in records] == ["reset", "tool", "tool"]  # tools only: no steps
+    assert records[1]["name"] == "add" and records[1]["arguments"] == {"a": 2, "b": 40}
+    assert records[1]["data"] == 42 and "42" in records[1]["text"]
+    assert "Ada?" in records[2]["text"]
+
+
+def test_run_tools_and_actions_keep_their_order(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    code, out, _ = _run(
+        capsys,
+        "run",
+        tools_server.url,
+        "--action",
+        "{}",
+        "--tool",
+        "add",
+        "--args",
+        '{"a": 1, "b": 1}',
+        "--action",
+        "{}",
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].startswith("step 1: action={}")
+    assert lines[2].startswith('tool add(a=1, b=1) -> data=2 text="2"')
+    assert lines[3].startswith("step 2: action={}")
+
+
+def test_run_tool_errors(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    code, _, err = _run(capsys, "run", tools_server.url, "--tool", "fail", "--args", '{"message": "nope, sorry"}')
+    assert code == 1
+    assert 'error: tool fail(message="nope, sorry"): ' in err and "nope, sorry" in err
+    code, _, err = _run(capsys, "run", tools_server.url, "--tool", "missing")
+    assert code == 1
+    assert "missing" in err and "Traceback" not in err
+
+
+# -- schema and tools ---------------------------------------------------------------------------
+
+
+def test_schema_pretty(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    server = server_factory(WalkEnv)
+    code, out, _ = _run(capsys, "schema", server.url)
+    assert code == 0
+    assert "action (WalkAction):" in out
+    assert '  direction  "right" | "left"' in out
+    assert "[required]" in out
+    assert "integer (>= 1 and <= 3)" in out and "[default 1]" in out
+    assert "observation (WalkObservation):" in out and "state (State):" in out
+    assert 'default action: {"direction": "right"}' in out
+
+
+def test_schema_pretty_without_a_default(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    server = server_factory(ChessEnv)
+    code, out, _ = _run(capsys, "schema", server.url)
+    assert code == 0
+    assert "from and to squares, e.g. e2e4" in out
+    assert "no default action (needs a value for: move)" in out
+
+
+def test_schema_json(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    from .envs import WalkAction, WalkObservation
+
+    server = server_factory(WalkEnv)
+    code, out, _ = _run(capsys, "schema", server.url, "--json")
+    assert code == 0
+    schema = json.loads(out)
+    assert schema["action"] == WalkAction.model_json_schema()
+    assert schema["observation"] == WalkObservation.model_json_schema()
+
+
+def test_tools_pretty(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    code, out, _ = _run(capsys, "tools", tools_server.url)
+    assert code == 0
+    assert "add: Add two integers." in out
+    assert "    a: integer [required]" in out
+    assert "greet: Greet someone by name." in out
+    assert '    punctuation: string [default "!"]' in out
+    assert f'call one: python -m openenv run {tools_server.url} --tool add --args \'{{"a": 0, "b": 0}}\'' in out
+
+
+def test_tools_json(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    code, out, _ = _run(capsys, "tools", tools_server.url, "--json")
+    assert code == 0
+    tools = {t["name"]: t for t in json.loads(out)}
+    assert sorted(tools) == ["add", "fail", "greet"]
+    assert tools["add"]["inputSchema"]["required"] == ["a", "b"]
+    assert tools["add"]["description"] == "Add two integers."
+
+
+def test_tools_of_an_environment_without_tools(capsys: pytest.CaptureFixture[str], echo_server: EnvServer) -> None:
+    code, _, err = _run(capsys, "tools", echo_server.url)
+    assert code == 1
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+# -- help ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "schema", "tools", "serve", "prune"])
+def test_every_command_has_help_with_examples(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text
+    assert f"python -m openenv {command}" in text
+
+
+def test_run_help_names_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    for option in (
+        "--action JSON",
+        "--steps N",
+        "--seed",
+        "--reset-kwargs JSON",
+        "--tool NAME",
+        "--args JSON",
+        "--json",
+    ):
+        assert option in text
+
+
+# -- as a real process ---------------------------------------------------------------------------
+
+
+def test_python_m_openenv_run(server_factory: ServerFactory) -> None:
+    server = server_factory(WalkEnv)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openenv",
+            "run",
+            server.url,
+            "--action",
+            '{"direction": "right", "distance": 3}',
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    records = _json_lines(proc.stdout)
+    assert [r["type"] for r in records] == ["reset", "step"]
+    assert records[1]["done"] is True
+    bad = subprocess.run(
+        [sys.executable, "-m", "openenv", "run", server.url, "--action", '{"direction": 1}'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert bad.returncode == 1
+    assert "VALIDATION_ERROR" in bad.stderr and "direction" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_run_without_a_schema_asks_for_actions(
+    capsys: pytest.CaptureFixture[str], script_server: Callable[..., Any]
+) -> None:
+    from .envs import reply_ok
+
+    server = script_server(reply_ok)  # WebSocket only: GET /schema is not served
+    code, out, err = _run(capsys, "run", server.url)
+    assert code == 2
+    assert out == ""
+    assert "the action schema cannot be read" in err
+    assert f"run {server.url} --action" in err
+    code, out, _ = _run(capsys, "run", server.url, "--action", "{}", "--json")
+    assert code == 0
+    assert [r["type"] for r in _json_lines(out)] == ["reset", "step"]
+
+
+@pytest.mark.docker
+def test_run_and_schema_start_a_docker_image_and_clean_up(
+    capsys: pytest.CaptureFixture[str], docker_engine: Any
+) -> None:
+    from .conftest import ECHO_IMAGE
+
+    code, out, err = _run(capsys, "run", ECHO_IMAGE, "--steps", "2", "--seed", "1", "--json")
+    assert code == 0, err
+    assert f"started {ECHO_IMAGE} in " in err
+    records = _json_lines(out)
+    assert [r["type"] for r in records] == ["reset", "step", "step"]
+    assert records[1]["action"] == {"message": ""}  # built from the image's /schema
+    code, out, err = _run(capsys, "schema", f"docker:{ECHO_IMAGE}", "--json")
+    assert code == 0, err
+    assert json.loads(out)["action"]["required"] == ["message"]
+    # the docker_engine fixture fails the session if a container was left behind
