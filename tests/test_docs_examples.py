@@ -208,7 +208,7 @@ def _run(code: str, name: str, namespace: dict[str, Any]) -> None:
 def test_example(block: Block, servers: dict[str, str]) -> None:
     reason = _skip_reason(block)
     if reason:
-        pytest.skip(reason)
+        pytest.skip(f"{block.id}: {reason}")
     chain = [block]
     while chain[-1].previous is not None:
         chain.append(chain[-1].previous)  # type: ignore[arg-type]
