@@ -172,9 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     if site is None:
         site = ROOT / "site"
         env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-        subprocess.run(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], check=True, cwd=ROOT, env=env
-        )
+        build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+        subprocess.run(build, check=True, cwd=ROOT, env=env)
     if not (site / "index.html").exists():
         print(f"error: {site} has no index.html", file=sys.stderr)
         return 1
@@ -182,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     server, base = _serve(site)
     try:
         problems, pages, checked, external = check_links(base)
-        print(f"{pages} pages, {checked} internal links and anchors checked, {len(external)} external links not fetched")
+        print(f"{pages} pages, {checked} internal links and anchors checked; {len(external)} external not fetched")
         if not args.no_shots:
             problems += screenshots(base, args.shots, args.window_size)
     finally:

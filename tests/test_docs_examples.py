@@ -161,7 +161,7 @@ def _missing(spec: str) -> str | None:
 def _skip_reason(block: Block) -> str | None:
     chain = [block]
     while chain[-1].previous is not None:
-        chain.append(chain[-1].previous)  # type: ignore[arg-type]
+        chain.append(chain[-1].previous)
     for item in chain:
         kinds = item.kinds
         if "skip" in kinds:
@@ -211,7 +211,7 @@ def test_example(block: Block, servers: dict[str, str]) -> None:
         pytest.skip(f"{block.id}: {reason}")
     chain = [block]
     while chain[-1].previous is not None:
-        chain.append(chain[-1].previous)  # type: ignore[arg-type]
+        chain.append(chain[-1].previous)
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     for item in reversed(chain):
         _run(_substitute(item.code, servers), item.id, namespace)
