@@ -7,6 +7,7 @@
     nox -s interop                   run -m interop (released OpenEnv packages)
     nox -s build                     sdist + wheel, install the wheel in a fresh venv, import
     nox -s demo                      python -m openenv run
+    nox -s docs                      build the documentation site (strict) and run its examples
 
 Sessions run on the interpreter that runs nox and reuse their virtualenvs.
 """
@@ -27,6 +28,7 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+DOCS_DEPS = nox.project.dependency_groups(PYPROJECT, "docs")
 
 # The generator's output is what --check compares: pin it (scripts/run_unasync.py
 # refuses any other version). unasync imports setuptools, which venvs stopped
@@ -143,6 +145,24 @@ def demo(session: nox.Session) -> None:
     """Install the project and run `python -m openenv run` (args after -- are passed on)."""
     session.install("-e", ".")
     session.run("python", "-m", "openenv", "run", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site with `mkdocs build --strict` into site/, then run every example in the docs.
+
+    `-- serve` previews it instead (`mkdocs serve` on 127.0.0.1:8000);
+    `-- --check-site` also runs scripts/check_docs_site.py (links, anchors, screenshots).
+    """
+    session.install("-e", ".", *DOCS_DEPS, *TEST_DEPS)
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs[1:])
+        return
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
+    _pytest(session, "-q", "tests/test_docs_examples.py")
+    if "--check-site" in session.posargs:
+        session.run("python", "scripts/check_docs_site.py", "--site", str(ROOT / "site"))
 
 
 @nox.session
