@@ -48,13 +48,7 @@ KINDS = ("skip", "docker", "space", "requires", "continue")
 
 # README.md is edited by the lead; until its blocks carry markers, these (matched by
 # their first code line) are listed here, with the marker each should get.
-README_PENDING = {
-    "with Env.from_docker_image(": "docker (add `<!-- docs: docker -->` before this README block)",
-    "from openenv import Codec": "stale README: `from openenv import Codec` no longer exists "
-    "(openenv is a namespace package; use `from openenv.sync import Codec, Env`) and `url` is undefined",
-    "with Env(url) as env:": "fragment: `url` is undefined and the echo server has no tools "
-    "(use http://localhost:8001, the tool demo, or add `<!-- docs: skip fragment -->`)",
-}
+README_PENDING: dict[str, str] = {}  # README blocks not marked yet (none)
 
 
 @dataclass
