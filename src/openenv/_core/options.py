@@ -129,9 +129,9 @@ def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     for name, value in result.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError("headers must map str to str")
-        if not _TOKEN.match(name):
+        if not _TOKEN.fullmatch(name):
             raise InvalidHeader(f"invalid header name {name!r}: use letters, digits and -", name)
-        if not _VALUE.match(value):
+        if not _VALUE.fullmatch(value):
             if value != value.strip():
                 why = "has leading or trailing whitespace (a token read from a file keeps its newline: strip() it)"
             elif not value:
@@ -257,13 +257,14 @@ class ClientOptions:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` (and its parts after a scheme such as ``Bearer``) hidden."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        for part in {secret, secret.strip(), secret.rpartition(" ")[2].strip()}:
-            if len(part) >= 4 and part in text:
-                text = text.replace(part, "<hidden>")
-            if len(part) >= 4 and repr(part)[1:-1] in text:
-                text = text.replace(repr(part)[1:-1], "<hidden>")
+    """``text`` with each of ``secrets`` (and its part after a scheme such as ``Bearer``) hidden."""
+    parts: set[str] = set()
+    for secret in secrets:
+        for part in (secret, secret.strip(), secret.strip().rpartition(" ")[2]):
+            if len(part) >= 4:
+                parts.update((part, repr(part)[1:-1]))  # as is, and as a library's repr() quotes it
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "<hidden>")
     return text
 
 
