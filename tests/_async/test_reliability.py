@@ -291,6 +291,14 @@ async def test_tls_verify_reaches_health_checks_and_production_mcp(
     await env.close()
 
 
+async def test_ssl_cert_file_serves_the_websocket_and_the_http_calls(
+    tls_server: Any, tls_files: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", tls_files.ca)
+    async with await Env.from_schema(tls_server.url) as env:  # verify=True: GET /schema and wss
+        assert (await env.reset(start=6)).observation.count == 6  # type: ignore[attr-defined]
+
+
 async def test_verify_false_skips_the_check(tls_server: Any) -> None:
     async with await Env.from_schema(tls_server.url, verify=False) as env:
         assert (await env.reset(start=5)).observation.count == 5  # type: ignore[attr-defined]

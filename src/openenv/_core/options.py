@@ -228,8 +228,16 @@ class ClientOptions:
         return _ssl_context(self.verify)
 
     def http_verify(self) -> bool | ssl.SSLContext:
-        """httpx's ``verify`` argument: ``True`` keeps httpx's own trust store."""
-        return True if self.verify is True else self.ssl_context
+        """httpx's ``verify`` argument.
+
+        ``True`` keeps httpx's own trust store (certifi), unless
+        ``$SSL_CERT_FILE`` or ``$SSL_CERT_DIR`` is set: then the HTTP calls
+        trust what the WebSocket trusts (the system store those variables
+        point to), for local hosts too.
+        """
+        if self.verify is True and not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+            return True
+        return self.ssl_context
 
     def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""
