@@ -34,3 +34,43 @@ def gather(*calls: Callable[[], Any], stagger: float = 0.1) -> list[Any]:
 
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def run_in_thread(fn: Callable[[], Any]) -> Any:
+    """Run a blocking call (the sync twin has no loop to keep serving: call it directly)."""
+    return fn()
+
+
+class Closer:
+    """``close()`` run on another thread (see :func:`close_from_another_thread`)."""
+
+    def __init__(self, close: Callable[[], None], delay: float) -> None:
+        self._close = close
+        self._delay = delay
+        self._done = threading.Event()
+        self.hung = False
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        time.sleep(self._delay)
+        try:
+            self._close()
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.error = exc
+        if not self._done.wait(10):  # the call in flight should have ended when close() returned
+            self.hung = True
+
+    def finish(self) -> bool:
+        """Call once the call in flight ended; whether it hung after close() returned."""
+        self._done.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise self.error
+        return self.hung
+
+
+def close_from_another_thread(close: Callable[[], None], delay: float = 0.3) -> Closer:
+    """Call ``close`` after ``delay`` s from another thread."""
+    return Closer(close, delay)

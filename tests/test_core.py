@@ -264,3 +264,69 @@ def test_credentials_never_reach_the_websockets_debug_log(caplog: pytest.LogCapt
         WS_LOGGER.debug("> %s: %s", "Host", "example.com")
     assert "hf_secret" not in caplog.text
     assert "Authorization: <hidden>" in caplog.text and "Host: example.com" in caplog.text
+
+
+def test_redact_url_hides_query_values_but_keeps_keys() -> None:
+    assert redact_url("https://h/x?token=abc&v=1") == "https://h/x?token=***&v=***"
+    assert redact_url("wss://u:p@h/ws?abc#frag") == "wss://***@h/ws?***#***"
+    assert redact_url("https://h/x?flag=") == "https://h/x?flag=***"
+    assert "abc" not in repr(parse_base_url("http://h/?token=abc"))
+
+
+def test_timeouts_nan_inf_and_negative() -> None:
+    import math
+
+    from openenv._core.errors import InvalidOption
+    from openenv._core.options import check_timeout
+
+    assert check_timeout("t", math.inf) is None
+    assert check_timeout("t", 3) == 3.0
+    for bad in (math.nan, -1, 0, -math.inf, True, "1"):
+        with pytest.raises(InvalidOption, match="t must be"):
+            check_timeout("t", bad)  # type: ignore[arg-type]
+
+
+def test_headers_are_checked_and_scrubbed() -> None:
+    from openenv._core.errors import InvalidHeader
+    from openenv._core.options import check_headers, scrub
+
+    assert check_headers({"X-Api-Key": "a b\tc"}) == {"X-Api-Key": "a b\tc"}
+    for bad in ({"A": "SEKRIT\n"}, {"A": ""}, {"A": "caf\u00e9"}, {"A:": "x"}, {"": "x"}):
+        with pytest.raises(InvalidHeader) as info:
+            check_headers(bad)
+        assert "SEKRIT" not in str(info.value)
+    assert scrub("invalid header: Bearer T0KEN\\n", ["Bearer T0KEN"]) == "invalid header: <hidden>\\n"
+    assert scrub("got T0KEN-1234", ["Bearer T0KEN-1234"]) == "got <hidden>"
+
+
+def test_websockets_log_lines_hide_every_unlisted_header() -> None:
+    import logging
+
+    from openenv._core.options import WS_LOGGER
+
+    def shown(msg: str, *args: Any) -> str:
+        record = logging.LogRecord(WS_LOGGER.name, logging.DEBUG, __file__, 1, msg, args, None)
+        for f in WS_LOGGER.filters:
+            f.filter(record)  # type: ignore[union-attr]
+        return record.getMessage()
+
+    assert shown("> %s: %s", "X-Api-Key", "K") == "> X-Api-Key: <hidden>"
+    assert shown("< %s: %s", "Set-Cookie", "K") == "< Set-Cookie: <hidden>"
+    assert shown("> %s: %s", "User-Agent", "ua") == "> User-Agent: ua"
+    assert shown("> GET %s HTTP/1.1", "/ws?token=K") == "> GET /ws?token=*** HTTP/1.1"
+
+
+def test_verify_options() -> None:
+    import ssl
+
+    from openenv._core.options import ClientOptions as Options
+
+    remote = parse_base_url("wss://example.com")
+    assert "ssl" not in Options().ws_kwargs(remote)  # websockets' default context
+    assert "ssl" not in Options(verify=False).ws_kwargs(parse_base_url("ws://example.com"))
+    context = ssl.create_default_context()
+    assert Options(verify=context).ws_kwargs(remote)["ssl"] is context
+    assert Options(verify=context).http_verify() is context
+    unchecked = Options(verify=False).ws_kwargs(remote)["ssl"]
+    assert unchecked.verify_mode == ssl.CERT_NONE and not unchecked.check_hostname
+    assert "verify=False" in repr(Options(verify=False))

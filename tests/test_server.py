@@ -928,3 +928,10 @@ def test_cli_run_error_exits_1(capsys: pytest.CaptureFixture[str], free_port: in
     assert cli.main(["run", f"http://127.0.0.1:{free_port}", "--steps", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_tls_server_urls_and_bad_ssl(tls_server: Any) -> None:
+    assert tls_server.url.startswith("https://127.0.0.1:")
+    assert tls_server.ws_url.startswith("wss://127.0.0.1:") and tls_server.ws_url.endswith("/ws")
+    with pytest.raises(TypeError, match="ssl"):
+        EnvServer(EchoEnvironment, ssl="cert.pem")  # type: ignore[arg-type]

@@ -109,8 +109,24 @@ else:  # pragma: no cover - Python 3.10
 
 
 def ws_abandon(ws: WebSocket) -> None:
-    """Drop a connection at once, without a closing handshake."""
+    """Drop a connection at once, without a closing handshake.
+
+    Safe from any thread: when the connection's event loop runs in another
+    thread, the abort is handed to that loop (which wakes up at once), so a
+    call waiting there fails with ``ConnectionClosed`` right away.
+    """
     transport = ws.transport
+    loop: asyncio.AbstractEventLoop | None = getattr(ws, "loop", None)
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is not None and loop is not running and loop.is_running():
+        try:
+            loop.call_soon_threadsafe(transport.abort)
+            return
+        except RuntimeError:  # the loop closed meanwhile
+            pass
     try:
         transport.abort()
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -19,6 +19,7 @@ from .._core import frames, mcp
 from .._core.codec import GENERIC, Codec
 from .._core.errors import (
     CapacityReached,
+    ConnectError,
     EnvClosed,
     MessageTimeout,
     ProtocolError,
@@ -30,11 +31,21 @@ from .._core.errors import (
 )
 from .._core.guard import InFlight
 from .._core.mcp import PRODUCTION, McpState
-from .._core.options import DEFAULT_MAX_MESSAGE_SIZE, ClientOptions, EnvOptions, closed_error, connect_error
+from .._core.options import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ClientOptions,
+    EnvOptions,
+    VerifyTypes,
+    check_timeout,
+    closed_error,
+    connect_error,
+    scrub,
+    tls_hint,
+)
 from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
-from .providers import DockerProvider, ProcessProvider, Provider
+from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 
 if TYPE_CHECKING:
     from .._core.result import StepResult
@@ -42,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Env"]
 
+T = TypeVar("T")
 ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
@@ -66,14 +78,28 @@ class Env(Generic[ActT, ObsT, StateT]):
             (``None``: no limit).  Large observations such as screenshots need room.
         ping_interval: seconds between keepalive pings (``None``: off).
         ping_timeout: seconds to wait for a pong before dropping (``None``: off).
-        headers: extra HTTP headers for the WebSocket upgrade, such as
-            ``{"Authorization": "Bearer ..."}``; never shown in reprs, logs or errors.
+        headers: extra HTTP headers for the WebSocket upgrade and the HTTP
+            calls, such as ``{"Authorization": "Bearer ..."}``.  Their values
+            are never shown in reprs, logs or errors (only a few harmless
+            ones such as ``User-Agent`` appear in debug logs).  Checked here:
+            a value with a line break (a token read from a file) raises
+            :class:`~openenv.InvalidHeader`.
         compression: negotiate permessage-deflate: ``None`` (default) turns it
             on for remote hosts and off for loopback and private addresses,
             where it only burns CPU.
         mode: ``"simulation"`` (default) or ``"production"``; ``None`` reads
             ``$OPENENV_CLIENT_MODE``.  It only changes how MCP tools are
             reached (see :meth:`list_tools`); fixed at construction.
+        verify: how to check an ``https``/``wss`` server's certificate, as in
+            httpx: ``True`` (default: the system trust store for the
+            WebSocket, httpx's for HTTP calls), the path of a CA bundle
+            (``str`` or ``Path``), or an :class:`ssl.SSLContext`.  ``False``
+            turns verification off: anyone on the path can then read and
+            change the traffic, tokens included; use it only for tests.
+            Applies to every connection the client makes.
+
+    Timeouts are seconds: ``None`` or ``float("inf")`` means no limit; zero,
+    negative and ``nan`` values raise :class:`~openenv.InvalidOption`.
 
     The client keeps the protocol honest: one request is in flight at a time
     (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
@@ -99,6 +125,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         headers: Mapping[str, str] | None = None,
         compression: bool | None = None,
         mode: str | None = None,
+        verify: VerifyTypes = True,
     ) -> None:
         self._endpoints = parse_base_url(base_url)
         self._mode = mcp.resolve_mode(mode)
@@ -110,6 +137,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             ping_timeout=ping_timeout,
             headers=dict(headers or {}),
             compression=compression,
+            verify=verify,
         )
         self._codec = codec if codec is not None else GENERIC
         self._provider: Provider | None = None
@@ -270,9 +298,18 @@ class Env(Generic[ActT, ObsT, StateT]):
             provider: any object with ``start``, ``wait_until_ready`` and ``stop``
                 (see :class:`~openenv.providers.Provider`).
             codec: as for ``Env(...)``.
-            ready_timeout: seconds for the server to answer ``GET /health``.
-            **options: the connection options of ``Env(...)``.
+            ready_timeout: seconds for the server to answer ``GET /health``
+                (``None`` or ``inf``: no limit).
+            **options: the connection options of ``Env(...)``; ``verify`` also
+                applies to the health checks of a :class:`~openenv.ServerProvider`.
+
+        Raises:
+            InvalidOption: an option or ``ready_timeout`` is out of range.
         """
+        ready_timeout = check_timeout("ready_timeout", ready_timeout)
+        ClientOptions.of(options)  # refuse bad options before starting anything
+        if "verify" in options and isinstance(provider, ServerProvider):
+            provider.verify = options["verify"]
         try:
             base_url = await provider.start()
             await provider.wait_until_ready(base_url, ready_timeout)
@@ -471,13 +508,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         """
         endpoints = parse_base_url(base_url)
         url = endpoints.http("/schema")
-        headers = dict(options.get("headers") or {})
-        timeout = httpx.Timeout(options.get("message_timeout", 60.0), connect=options.get("connect_timeout", 10.0))
+        checked = ClientOptions.of(options)
+        timeout = httpx.Timeout(checked.message_timeout, connect=checked.connect_timeout)
         try:
-            async with httpx.AsyncClient(trust_env=not endpoints.is_local, headers=headers) as http:
+            async with httpx.AsyncClient(
+                trust_env=not endpoints.is_local, headers=dict(checked.headers), verify=checked.http_verify()
+            ) as http:
                 response = await http.get(url, timeout=timeout)
         except httpx.HTTPError as exc:
-            raise mcp.http_error(exc, redact_url(url)) from None
+            raise _http_error(exc, url, checked) from None
         schema = mcp.http_json(response.status_code, response.content, redact_url(url))
         if not isinstance(schema, dict):
             raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
@@ -492,23 +531,20 @@ class Env(Generic[ActT, ObsT, StateT]):
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
         request_id = self._mcp.ids.next()
         frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
-        data = await self._request(frame, frames.MCP, "mcp", False)
-        try:
-            return mcp.rpc_result(data, request_id, tool=tool)
-        except ProtocolError:
-            await self._lose("the server broke the protocol during mcp")
-            raise
+        return await self._request(
+            frame, frames.MCP, "mcp", False, lambda data: mcp.rpc_result(data, request_id, tool=tool)
+        )
 
     async def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
         """An MCP action through the step loop: (observation dict, step result)."""
         try:
-            data = await self._request(frames.encode_step(action), frames.OBSERVATION, "step", False)
+            frame = frames.encode_step(action)
+            result = await self._request(frame, frames.OBSERVATION, "step", False, frames.parse_step_result)
         except ServerValidationError as exc:
             if unsupported is not None:
                 raise unsupported from exc  # the environment takes no MCP actions either
             raise
         self._mcp.via_step = True
-        result = frames.parse_step_result(data)
         return result.observation, result
 
     async def _mcp_http(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
@@ -527,13 +563,14 @@ class Env(Generic[ActT, ObsT, StateT]):
                 trust_env=not self._endpoints.is_local,
                 headers=dict(options.headers),
                 timeout=httpx.Timeout(options.message_timeout, connect=options.connect_timeout),
+                verify=options.http_verify(),
             )
             self._resources.push_async_callback(self._mcp_release)
         request_id = self._mcp.ids.next()
         try:
             response = await self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
         except httpx.HTTPError as exc:
-            raise mcp.http_error(exc, redact_url(url)) from None
+            raise _http_error(exc, url, self._options) from None
         body = mcp.http_json(response.status_code, response.content, redact_url(url))
         return mcp.rpc_result(body, request_id, tool=tool)
 
@@ -618,8 +655,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        data = await self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True)
-        return self._parse_result(data)
+        return await self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True, self._parse_result)
 
     async def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -627,10 +663,17 @@ class Env(Generic[ActT, ObsT, StateT]):
         ``action`` is a dict, or the environment's action model for a typed
         client (a dict is then validated against the model before sending).
 
+        Before any episode (no ``reset`` yet on this connection), a step that
+        finds the connection already closed (a server restart, an idle
+        timeout), so that the frame could not even be sent, is sent once more
+        on a fresh connection: the server never received it.  A step that was
+        sent is never re-sent, and nothing is re-sent during an episode.
+
         Raises:
             ServerValidationError: the server refused the action.
             ExecutionError: the environment raised; the session continues.
             SessionLost: the connection was lost during this episode.
+            ProtocolError: the reply broke the protocol; the connection is closed.
         """
         if kwargs:
             raise TypeError(
@@ -638,13 +681,11 @@ class Env(Generic[ActT, ObsT, StateT]):
                 "has no way to send them (put them in the action instead)"
             )
         frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]
-        data = await self._request(frame, frames.OBSERVATION, "step", False)
-        return self._parse_result(data)
+        return await self._request(frame, frames.OBSERVATION, "step", False, self._parse_result)
 
     async def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields)."""
-        data = await self._request(frames.STATE_FRAME, frames.STATE, "state", False)
-        return self._parse_state(data)
+        return await self._request(frames.STATE_FRAME, frames.STATE, "state", False, self._parse_state)
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
@@ -674,7 +715,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         try:
             ws = await stack.enter_async_context(ws_connect(url, **options.ws_kwargs(self._endpoints)))
         except Exception as exc:
-            raise connect_error(exc, self._endpoints, options.connect_timeout) from exc
+            error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
+            # the library's own text may quote a header value: chain it only when it is clean
+            raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
         self._stack, self._ws, self._loop = stack, ws, loop_token()
         if self._closed:  # close() ran while this connection was being opened
             await self._shutdown(send_close=True)
@@ -732,16 +775,30 @@ class Env(Generic[ActT, ObsT, StateT]):
         assert self._ws is not None
         return self._ws
 
-    async def _request(self, frame: str, expected: str, what: str, starts_episode: bool) -> dict[str, Any]:
+    async def _request(
+        self,
+        frame: str,
+        expected: str,
+        what: str,
+        starts_episode: bool,
+        parse: Callable[[dict[str, Any]], T],
+    ) -> T:
+        """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
+
+        Any :class:`ProtocolError`, from the envelope check or from ``parse``,
+        closes the connection (its state is unknown), as the error promises.
+        """
         self._check_open()
         with self._guard:
             for attempt in (1, 2):
                 reused = self._ws is not None
                 ws = await self._session(starts_episode)
                 had_episode = self._episode
+                sent = False
                 try:
                     try:
                         await ws.send(frame)
+                        sent = True
                     except ConnectionClosed:
                         pass  # the server may have said why before closing (CAPACITY_REACHED): read it
                     raw = await ws_recv(ws, self._options.message_timeout)
@@ -752,7 +809,8 @@ class Env(Generic[ActT, ObsT, StateT]):
                         attempt == 1
                         and reused
                         and not had_episode
-                        and what in ("reset", "state")  # idempotent: never re-send a step or a tool call
+                        # idempotent requests; a step only if it never left (the socket was closed already)
+                        and (what in ("reset", "state") or (what == "step" and not sent))
                         and type(error) is SessionLost
                         and not self._closed
                     ):
@@ -780,8 +838,24 @@ class Env(Generic[ActT, ObsT, StateT]):
                     raise
                 if starts_episode or what == "step":
                     self._episode = True
-                return data
+                # --- the reply's payload: a ProtocolError here closes the connection too ---
+                try:
+                    return parse(data)
+                except ProtocolError:
+                    await self._lose(f"the server broke the protocol during {what}")
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _http_error(exc: httpx.HTTPError, url: str, options: ClientOptions) -> Exception:
+    """Our error for an httpx failure, with header values scrubbed from the library's text."""
+    shown = redact_url(url)
+    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return ConnectError(tls_hint(shown, exc))
+    error = mcp.http_error(exc, shown)
+    text = str(error)
+    clean = scrub(text, options.headers.values())
+    return error if clean == text else type(error)(clean)
 
 
 def _checkout_provider(

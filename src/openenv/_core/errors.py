@@ -8,6 +8,8 @@ from typing import Any
 __all__ = [
     "OpenEnvError",
     "InvalidURL",
+    "InvalidOption",
+    "InvalidHeader",
     "ConnectError",
     "EnvTimeout",
     "ConnectTimeout",
@@ -48,6 +50,29 @@ class OpenEnvError(Exception):
 
 class InvalidURL(OpenEnvError, ValueError):
     """The base URL cannot name an OpenEnv server."""
+
+
+class InvalidOption(OpenEnvError, ValueError):
+    """An option of a client or provider has a value it cannot take (a ``nan`` timeout, ...)."""
+
+
+class InvalidHeader(InvalidOption):
+    """A header given in ``headers=`` cannot be sent: a bad name, or a value with a line break.
+
+    The message names the header, never its value (it may be a token).
+
+    Attributes:
+        header: the header's name.
+    """
+
+    header: str
+
+    def __init__(self, message: str, header: str = "") -> None:
+        self.header = header
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.header))
 
 
 class ConnectError(OpenEnvError, ConnectionError):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import math
+import os
+import re
+import ssl
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeAlias, Union
 
 from typing_extensions import TypedDict
 from websockets.exceptions import (
@@ -15,24 +20,77 @@ from websockets.exceptions import (
     InvalidURI,
 )
 
-from .errors import ConnectError, ConnectTimeout, InvalidURL, MessageTooLarge, OpenEnvError, SessionLost
+from .errors import (
+    ConnectError,
+    ConnectTimeout,
+    InvalidHeader,
+    InvalidOption,
+    InvalidURL,
+    MessageTooLarge,
+    OpenEnvError,
+    SessionLost,
+)
 from .frames import describe_close
-from .urls import Endpoints, redact_url
+from .urls import Endpoints, redact_target, redact_url
 
-__all__ = ["ClientOptions", "EnvOptions", "connect_error", "closed_error", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = [
+    "ClientOptions",
+    "EnvOptions",
+    "VerifyTypes",
+    "connect_error",
+    "closed_error",
+    "check_timeout",
+    "check_headers",
+    "check_verify",
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "HARMLESS_HEADERS",
+]
 
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+#: How to check the server's TLS certificate (httpx's convention): ``True``
+#: (the default trust store), a CA bundle file or directory, an
+#: :class:`ssl.SSLContext`, or ``False`` (no check at all).
+VerifyTypes: TypeAlias = Union[bool, str, "os.PathLike[str]", ssl.SSLContext]
+
+#: Header names whose values are shown in debug logs; every other header
+#: (``Authorization``, ``Cookie``, ``X-Api-Key``, any custom one) is hidden.
+HARMLESS_HEADERS = frozenset(
+    {
+        "host",
+        "user-agent",
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "content-type",
+        "content-length",
+        "origin",
+        "connection",
+        "upgrade",
+        "date",
+        "server",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-key",
+        "sec-websocket-accept",
+    }
+)
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_VALUE = re.compile(r"^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$")
 
 
 class _RedactHeaders(logging.Filter):
-    """Hide the values of credential headers in websockets' handshake debug lines."""
+    """Hide header values (but a few harmless ones) and query values in websockets' handshake debug lines."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
-        if isinstance(args, tuple) and len(args) == 2 and str(args[0]).lower() in _SECRET_HEADERS:
-            record.args = (args[0], "<hidden>")
+        if isinstance(args, tuple):
+            if len(args) == 2 and str(args[0]).lower() not in HARMLESS_HEADERS:
+                record.args = (args[0], "<hidden>")
+            elif len(args) == 1 and isinstance(args[0], str) and "?" in args[0]:
+                record.args = (redact_target(args[0]),)
         return True
 
 
@@ -41,12 +99,81 @@ WS_LOGGER = logging.getLogger("openenv.websockets")
 WS_LOGGER.addFilter(_RedactHeaders())
 
 
-def _check_timeout(name: str, value: float | None) -> float | None:
+def check_timeout(name: str, value: float | None) -> float | None:
+    """``value`` as a float number of seconds, ``None`` for no limit (``inf`` means no limit too).
+
+    Raises:
+        InvalidOption: for ``nan``, zero, a negative number or a non-number.
+    """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds or None, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidOption(f"{name} must be a positive number of seconds or None, not {value!r}")
+    if math.isnan(value) or value <= 0:
+        raise InvalidOption(f"{name} must be a positive number of seconds or None (no limit), not {value!r}")
+    if math.isinf(value):
+        return None  # no limit: the same as None on both twins
     return float(value)
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """A copy of ``headers``, checked so that every one can be sent as given.
+
+    Raises:
+        TypeError: a name or value is not a ``str``.
+        InvalidHeader: a name is not an HTTP token, or a value has a line
+            break, a control or non-ASCII character, or surrounding whitespace
+            (the message names the header, never its value).
+    """
+    result = dict(headers or {})
+    for name, value in result.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError("headers must map str to str")
+        if not _TOKEN.fullmatch(name):
+            raise InvalidHeader(f"invalid header name {name!r}: use letters, digits and -", name)
+        if not _VALUE.fullmatch(value):
+            if value != value.strip():
+                why = "has leading or trailing whitespace (a token read from a file keeps its newline: strip() it)"
+            elif not value:
+                why = "is empty"
+            else:
+                why = "has a line break, a control character or a non-ASCII character"
+            raise InvalidHeader(f"the value of header {name!r} {why}; its value is not shown", name)
+    return result
+
+
+def check_verify(verify: Any) -> VerifyTypes:
+    """``verify`` checked: ``True``, ``False``, an existing CA bundle path, or an ``ssl.SSLContext``.
+
+    Raises:
+        InvalidOption: for anything else, or a path that does not exist.
+    """
+    if isinstance(verify, (bool, ssl.SSLContext)):
+        return verify
+    if isinstance(verify, (str, os.PathLike)):
+        path = os.fspath(verify)
+        if not isinstance(path, str) or not os.path.exists(path):
+            raise InvalidOption(f"verify={verify!r}: no such CA bundle file or directory")
+        return path
+    raise InvalidOption(
+        f"verify must be True, False, a CA bundle path or an ssl.SSLContext, not {type(verify).__name__}"
+    )
+
+
+def _ssl_context(verify: VerifyTypes) -> ssl.SSLContext:
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if verify is True:
+        return ssl.create_default_context()
+    path = os.fspath(verify)
+    if os.path.isdir(path):
+        return ssl.create_default_context(capath=path)
+    return ssl.create_default_context(cafile=path)
 
 
 @dataclass(frozen=True)
@@ -60,28 +187,33 @@ class ClientOptions:
     ping_timeout: float | None = 20.0
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     compression: bool | None = None
+    verify: VerifyTypes = True
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "message_timeout", "ping_interval", "ping_timeout"):
-            object.__setattr__(self, name, _check_timeout(name, getattr(self, name)))
+            object.__setattr__(self, name, check_timeout(name, getattr(self, name)))
         size = self.max_message_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
-            raise ValueError(f"max_message_size must be a positive int (bytes) or None, not {size!r}")
-        headers = dict(self.headers or {})
-        for key, value in headers.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TypeError("headers must map str to str")
-        object.__setattr__(self, "headers", headers)
+            raise InvalidOption(f"max_message_size must be a positive int (bytes) or None, not {size!r}")
+        object.__setattr__(self, "headers", check_headers(self.headers))
         if self.compression not in (None, True, False):
-            raise ValueError(f"compression must be True, False or None (automatic), not {self.compression!r}")
+            raise InvalidOption(f"compression must be True, False or None (automatic), not {self.compression!r}")
+        object.__setattr__(self, "verify", check_verify(self.verify))
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> ClientOptions:
+        """The options among ``Env(...)``'s keyword arguments (others, such as ``mode``, are ignored)."""
+        names = ClientOptions.__dataclass_fields__
+        return cls(**{k: v for k, v in options.items() if k in names})
 
     def __repr__(self) -> str:
         # headers may carry tokens: show their names only
+        verify = "<SSLContext>" if isinstance(self.verify, ssl.SSLContext) else repr(self.verify)
         return (
             f"ClientOptions(connect_timeout={self.connect_timeout}, message_timeout={self.message_timeout}, "
             f"max_message_size={self.max_message_size}, ping_interval={self.ping_interval}, "
             f"ping_timeout={self.ping_timeout}, headers=<{len(self.headers)} hidden>, "
-            f"compression={self.compression})"
+            f"compression={self.compression}, verify={verify})"
         )
 
     def compress(self, endpoints: Endpoints) -> bool:
@@ -89,6 +221,23 @@ class ClientOptions:
         if self.compression is None:
             return not endpoints.is_local
         return self.compression
+
+    @cached_property
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context that ``verify`` asks for (built once, on first use)."""
+        return _ssl_context(self.verify)
+
+    def http_verify(self) -> bool | ssl.SSLContext:
+        """httpx's ``verify`` argument.
+
+        ``True`` keeps httpx's own trust store (certifi), unless
+        ``$SSL_CERT_FILE`` or ``$SSL_CERT_DIR`` is set: then the HTTP calls
+        trust what the WebSocket trusts (the system store those variables
+        point to), for local hosts too.
+        """
+        if self.verify is True and not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+            return True
+        return self.ssl_context
 
     def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""
@@ -106,18 +255,47 @@ class ClientOptions:
             kwargs["additional_headers"] = dict(self.headers)
         if endpoints.is_local:
             kwargs["proxy"] = None
+        if self.verify is not True and endpoints.ws_url.startswith("wss:"):
+            kwargs["ssl"] = self.ssl_context
         return kwargs
 
+    def scrub(self, text: str) -> str:
+        """``text`` with every header value replaced by ``<hidden>`` (for library error messages)."""
+        return scrub(text, self.headers.values())
 
-def connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | None) -> OpenEnvError:
-    """Our error for an exception raised while opening the WebSocket."""
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (and its part after a scheme such as ``Bearer``) hidden."""
+    parts: set[str] = set()
+    for secret in secrets:
+        for part in (secret, secret.strip(), secret.strip().rpartition(" ")[2]):
+            if len(part) >= 4:
+                parts.update((part, repr(part)[1:-1]))  # as is, and as a library's repr() quotes it
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "<hidden>")
+    return text
+
+
+def connect_error(
+    exc: BaseException, endpoints: Endpoints, timeout: float | None, secrets: Iterable[str] = ()
+) -> OpenEnvError:
+    """Our error for an exception raised while opening the WebSocket (header values scrubbed)."""
+    error = _connect_error(exc, endpoints, timeout)
+    text = str(error)
+    clean = scrub(text, secrets)
+    if clean != text and type(error) in (ConnectError, ConnectTimeout, InvalidURL):
+        return type(error)(clean)
+    return error
+
+
+def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | None) -> OpenEnvError:
     url = redact_url(endpoints.ws_url)
     if isinstance(exc, OpenEnvError):
         return exc
     if isinstance(exc, TimeoutError):
         return ConnectTimeout(f"could not open {url} within connect_timeout={timeout} s")
     if isinstance(exc, InvalidURI):
-        return InvalidURL(f"invalid WebSocket URL {url}: {exc}")
+        return InvalidURL(f"invalid WebSocket URL {url}")
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
         hint = (
@@ -132,11 +310,22 @@ def connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | Non
         return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
     if isinstance(exc, ConnectionRefusedError):
         return ConnectError(f"connection refused by {url}; is the server running?")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return ConnectError(tls_hint(url, exc))
     if isinstance(exc, OSError):
         return ConnectError(f"could not connect to {url}: {exc.strerror or exc}")
     if isinstance(exc, ConnectionClosed):
         return ConnectError(f"the server at {url} closed the connection during the handshake")
     return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
+
+
+def tls_hint(url: str, exc: BaseException) -> str:
+    """The message for a server certificate that failed verification."""
+    reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+    return (
+        f"TLS certificate verification failed for {url} ({reason}); if the server uses a private CA, "
+        "pass verify='/path/to/ca.pem' or verify=ssl_context to Env(...)"
+    )
 
 
 def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:
@@ -174,4 +363,5 @@ class EnvOptions(TypedDict, total=False):
     ping_timeout: float | None
     headers: Mapping[str, str] | None
     compression: bool | None
+    verify: VerifyTypes
     mode: str | None

@@ -17,6 +17,8 @@ __all__ = [
     "space_url",
     "space_image",
     "redact_url",
+    "redact_query",
+    "redact_target",
     "DEFAULT_SPACE_REGISTRY",
 ]
 
@@ -44,6 +46,9 @@ class Endpoints:
     http_url: str
     host: str
     is_local: bool
+
+    def __repr__(self) -> str:
+        return f"Endpoints({redact_url(self.base_url)!r})"
 
     def http(self, path: str) -> str:
         """The HTTP URL of ``path`` (such as ``"/health"``) on this server."""
@@ -112,15 +117,40 @@ def is_local_host(host: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without any ``user:password@`` credentials, for messages and reprs."""
+    """``url`` fit to show in messages, reprs and logs: no secrets.
+
+    ``user:password@`` credentials become ``***@``, every query value becomes
+    ``***`` (the keys stay, so ``?token=abc&x=1`` shows as ``?token=***&x=***``;
+    a bare item such as ``?abc`` becomes ``?***``), and a fragment becomes ``#***``.
+    """
     try:
         parts = urlsplit(url)
+        has_credentials = parts.username is not None or parts.password is not None
     except ValueError:
         return "<invalid url>"
-    if parts.username is None and parts.password is None:
+    if not has_credentials and not parts.query and not parts.fragment:
         return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+    netloc = "***@" + parts.netloc.rpartition("@")[2] if has_credentials else parts.netloc
+    query = redact_query(parts.query)
+    fragment = "***" if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def redact_query(query: str) -> str:
+    """A query string with every value replaced by ``***`` (keys kept, a bare item hidden whole)."""
+    if not query:
+        return query
+    items = []
+    for item in query.split("&"):
+        key, sep, _ = item.partition("=")
+        items.append(f"{key}=***" if sep else ("***" if item else item))
+    return "&".join(items)
+
+
+def redact_target(target: str) -> str:
+    """An HTTP request target (``/ws?token=abc``) with its query values hidden."""
+    path, sep, query = target.partition("?")
+    return path + sep + redact_query(query) if sep else target
 
 
 _SPACE_ID = re.compile(r"^[^/\s]+/[^/\s]+$")

@@ -22,6 +22,7 @@ from .._blocking import docker as _docker
 from .._blocking import process as _process
 from .._core.containers import container_labels, new_container_name, new_session_id
 from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
+from .._core.options import VerifyTypes, check_timeout, check_verify
 from .._core.retry import Deadline, backoff
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import run_blocking, run_cleanup, sleep
@@ -53,7 +54,14 @@ class ServerProvider:
     Subclasses implement ``start`` and ``stop``, and may override ``check``
     (raise when the server died, so waiting ends at once with the reason) and
     ``logs`` (the server's last output, attached to a readiness timeout).
+
+    Attributes:
+        verify: how the health checks of an ``https`` server check its
+            certificate (as ``Env(verify=...)``, which sets it when given to
+            ``from_provider`` and the other constructors).
     """
+
+    verify: VerifyTypes = True
 
     def start(self) -> str:
         raise NotImplementedError
@@ -71,16 +79,26 @@ class ServerProvider:
     def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
         """Poll ``GET <base_url>/health`` until it answers 200.
 
+        Args:
+            base_url: the server's base URL.
+            timeout: seconds to wait (``None`` or ``inf``: no limit).
+
         Raises:
+            InvalidOption: ``timeout`` is ``nan``, zero or negative.
             ContainerExited: (or another error from :meth:`check`) the server died.
             ReadinessTimeout: no healthy answer within ``timeout`` seconds.
         """
+        timeout = check_timeout("ready_timeout", timeout)
         endpoints = parse_base_url(base_url)
         deadline = Deadline(timeout)
         delays = backoff()
         last = "no answer yet"
         # plain http needs no TLS context (building one costs tens of milliseconds)
-        verify = endpoints.http_url.startswith("https:")
+        verify: Any = False
+        if endpoints.http_url.startswith("https:"):
+            from .._core.options import ClientOptions
+
+            verify = ClientOptions(verify=check_verify(self.verify)).http_verify()
         with httpx.Client(trust_env=not endpoints.is_local, verify=verify) as http:
             for attempt in itertools.count():
                 if attempt % 4 == 0:  # is it still alive? (a Docker inspect; not on every poll)

@@ -56,6 +56,7 @@ import http
 import json
 import logging
 import signal
+import ssl as _ssl
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -238,6 +239,8 @@ class EnvServer:
             environment class name).
         ping_interval: seconds between keepalive pings (``None``: off).
         ping_timeout: seconds to wait for a pong before closing with 1011.
+        ssl: a server-side :class:`ssl.SSLContext` (with its certificate
+            loaded) to serve ``https://``/``wss://`` instead of plain HTTP.
     """
 
     def __init__(
@@ -251,6 +254,7 @@ class EnvServer:
         name: str | None = None,
         ping_interval: float | None = 20.0,
         ping_timeout: float | None = 20.0,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         if not callable(factory):
             raise TypeError(f"factory must be an Environment class or a callable, not {factory!r}")
@@ -278,6 +282,9 @@ class EnvServer:
         self._name = name
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
+        if ssl is not None and not isinstance(ssl, _ssl.SSLContext):
+            raise TypeError(f"ssl must be an ssl.SSLContext or None, not {type(ssl).__name__}")
+        self._ssl = ssl
 
         self._lock = threading.Lock()  # guards _active and the cached class/schema
         self._active = 0
@@ -300,13 +307,14 @@ class EnvServer:
 
     @property
     def url(self) -> str:
-        """``http://<host>:<port>``, the base URL to give a client."""
+        """``http://<host>:<port>`` (``https://`` with ``ssl``), the base URL to give a client."""
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self._port}"
+        scheme = "https" if self._ssl is not None else "http"
+        return f"{scheme}://{host}:{self._port}"
 
     @property
     def ws_url(self) -> str:
-        """``ws://<host>:<port>/ws``, the session endpoint."""
+        """``ws://<host>:<port>/ws`` (``wss://`` with ``ssl``), the session endpoint."""
         return "ws" + self.url[4:] + _WS_PATH
 
     @property
@@ -358,6 +366,7 @@ class EnvServer:
                 max_size=self._max_message_size,
                 ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout,
+                ssl=self._ssl,
             )
             self._port = server.socket.getsockname()[1]
             thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)

@@ -1,0 +1,311 @@
+# GENERATED from tests/_async/test_reliability.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""Faults, bad input and TLS: what a fault-injection probe found (written once, generated for the sync twin)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openenv.sync import (
+    Codec,
+    ConnectError,
+    Env,
+    InvalidHeader,
+    InvalidOption,
+    MessageTimeout,
+    OpenEnvError,
+    ProtocolError,
+    ReadinessTimeout,
+    ServerProvider,
+    SessionLost,
+)
+
+from ..envs import CounterAction, CounterEnv, CounterObservation, CounterState
+from ..helpers_sync import close_from_another_thread, run_in_thread
+
+COUNTER = Codec(action=CounterAction, observation=CounterObservation, state=CounterState)
+
+
+class RunningServer(ServerProvider):
+    """A provider for a server that is already running (start returns its URL; stop does nothing)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.started = 0
+
+    def start(self) -> str:
+        self.started += 1
+        return self.url
+
+    def stop(self) -> None:
+        pass
+
+
+# -- 1. close() from another thread ends a call in flight ------------------------------------
+
+
+def test_close_from_another_thread_ends_a_call_in_flight(script_server: Any) -> None:
+    server = script_server(lambda frame: None)  # never answers
+    # no keepalive, no message timeout: nothing but close() can end the step
+    env = Env(server.url, message_timeout=None, ping_interval=None, ping_timeout=None).connect()
+    closer = close_from_another_thread(env.close)
+    with pytest.raises(SessionLost) as info:
+        env.step({"delta": 1})
+    assert not isinstance(info.value, MessageTimeout)
+    assert closer.finish() is False, "the step kept waiting after close() returned on another thread"
+    assert env.closed and not env.connected
+
+
+# -- 2. header values never reach debug logs -----------------------------------------------
+
+
+def _leaks(caplog: pytest.LogCaptureFixture, secrets: list[str]) -> list[str]:
+    # the test server's own handshake lines (logger websockets.server) are not the client's
+    lines = [f"{r.name}: {r.getMessage()}" for r in caplog.records if not r.name.startswith("websockets.server")]
+    return [line for line in lines if any(secret in line for secret in secrets)]
+
+
+def test_header_and_query_values_never_reach_debug_logs(
+    counter_server: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = ["HSECRET-1", "ASECRET-2", "QSECRET-3", "CSECRET-4"]
+    headers = {"X-Api-Key": "HSECRET-1", "Authorization": "Bearer ASECRET-2", "X-Custom": "CSECRET-4"}
+    caplog.set_level(logging.DEBUG)
+    url = counter_server.url + "/?token=QSECRET-3"
+    with Env.from_schema(url, headers=headers) as env:  # GET /schema, then the WebSocket
+        env.reset()
+    with Env.from_provider(RunningServer(counter_server.url), headers=headers) as env:  # /health
+        env.reset()
+    monkeypatch.setenv("OPENENV_CLIENT_MODE", "production")
+    env = Env(url, headers=headers)  # POST /mcp (our server drops it: the request is still sent)
+    with pytest.raises(ConnectError, match="production mode"):
+        env.reset()
+    env.close()
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "openenv.websockets")
+    assert "X-Api-Key: <hidden>" in logged and "token=***" in logged  # the handshake was logged...
+    assert "User-Agent: openenv-twin" in logged  # ...harmless headers stay readable
+    assert any(r.name.startswith("httpx") for r in caplog.records)
+    assert _leaks(caplog, secrets) == []  # ...and no value leaked anywhere
+
+
+# -- 3. header values and URL query values never in errors or reprs ----------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": "Bearer T0KEN-FROM-FILE\n"},
+        {"Authorization": "Bearer T0KEN-FROM-FILE\r\nX-Evil: 1"},
+        {"Authorization": " Bearer T0KEN-FROM-FILE"},
+        {"X-Api-Key": "T0KEN-FROM-FILE\x00"},
+        {"Bad Name": "T0KEN-FROM-FILE"},
+    ],
+)
+def test_bad_headers_are_refused_at_construction(counter_server: Any, headers: dict[str, str]) -> None:
+    name = next(iter(headers))
+    with pytest.raises(InvalidHeader) as info:
+        Env(counter_server.url, headers=headers)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, OpenEnvError)
+    assert info.value.header == name and repr(name) in str(info.value)
+    assert "T0KEN" not in str(info.value)
+    with pytest.raises(InvalidHeader) as info:
+        Env.from_schema(counter_server.url, headers=headers)  # before any HTTP request
+    assert "T0KEN" not in str(info.value)
+
+
+def test_query_values_are_hidden_in_reprs_and_errors(counter_server: Any, free_port: int) -> None:
+    env = Env(f"http://127.0.0.1:{free_port}/?token=QSECRET&v=1")
+    assert "QSECRET" not in repr(env) and "token=***" in repr(env)
+    with pytest.raises(ConnectError) as info:
+        env.reset()
+    assert "QSECRET" not in str(info.value) and "token=***" in str(info.value)
+    env.close()
+    env = Env(counter_server.url + "/not-here?token=QSECRET")
+    with pytest.raises(ConnectError) as info:
+        env.connect()
+    assert "QSECRET" not in str(info.value)
+    env.close()
+
+
+# -- 4. nan and inf timeouts -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["connect_timeout", "message_timeout", "ping_interval", "ping_timeout"])
+@pytest.mark.parametrize("value", [math.nan, -1.0, -math.inf, 0])
+def test_nan_and_negative_timeouts_are_refused(counter_server: Any, name: str, value: float) -> None:
+    with pytest.raises(InvalidOption, match=name) as info:
+        Env(counter_server.url, **{name: value})  # type: ignore[arg-type]
+    assert isinstance(info.value, ValueError)
+
+
+def test_inf_timeouts_mean_no_limit(counter_server: Any) -> None:
+    inf = math.inf
+    env = Env(counter_server.url, connect_timeout=inf, message_timeout=inf, ping_interval=inf, ping_timeout=inf)
+    options = env.options
+    assert (options.connect_timeout, options.message_timeout, options.ping_interval, options.ping_timeout) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    with env:
+        env.reset()
+        assert (env.step({"delta": 2, "sleep": 0.1})).observation["count"] == 2
+    with Env.from_schema(counter_server.url, message_timeout=inf, connect_timeout=inf) as env:
+        assert (env.reset(start=1)).observation.count == 1  # type: ignore[attr-defined]
+
+
+def test_ready_timeout_is_checked(counter_server: Any) -> None:
+    provider = RunningServer(counter_server.url)
+    for bad in (math.nan, -1.0):
+        with pytest.raises(InvalidOption, match="ready_timeout"):
+            Env.from_provider(provider, ready_timeout=bad)
+        with pytest.raises(InvalidOption, match="message_timeout"):
+            Env.from_provider(provider, message_timeout=bad)
+    assert provider.started == 0  # refused before anything was started
+    with Env.from_provider(provider, ready_timeout=math.inf) as env:
+        assert (env.reset(start=3)).observation["count"] == 3
+
+
+# -- 5. every ProtocolError closes the connection -------------------------------------------------
+
+
+def _malformed_steps(step_data: dict[str, Any]) -> Any:
+    def reply(frame: str) -> str:
+        kind = json.loads(frame)["type"]
+        if kind == "step":
+            return json.dumps({"type": "observation", "data": step_data})
+        if kind == "state":
+            return json.dumps({"type": "state", "data": {"episode_id": "e", "step_count": 0}})
+        return json.dumps({"type": "observation", "data": {"observation": {}, "reward": None, "done": False}})
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    "step_data",
+    [
+        {"reward": 1.0, "done": False},  # no observation
+        {"observation": [], "reward": 1.0},  # observation not an object
+        {"observation": {}, "reward": "lots", "done": False},  # reward not a number
+    ],
+)
+def test_malformed_step_reply_closes_the_connection(script_server: Any, step_data: dict[str, Any]) -> None:
+    server = script_server(_malformed_steps(step_data))
+    with Env(server.url) as env:
+        env.reset()
+        with pytest.raises(ProtocolError):
+            env.step({"delta": 1})
+        assert not env.connected
+        with pytest.raises(SessionLost, match="protocol"):
+            env.step({"delta": 1})  # the episode died with the connection
+        env.reset()  # reconnects
+        assert env.connected
+
+
+def test_malformed_reply_to_a_tool_step_closes_the_connection(script_server: Any) -> None:
+    server = script_server(_malformed_steps({"reward": 0}))
+    with Env(server.url) as env:
+        env.reset()
+        env._mcp.via_step = True  # the step-loop fallback of servers without MCP frames
+        with pytest.raises(ProtocolError):
+            env.list_tools()
+        assert not env.connected
+
+
+# -- 6. a step before any episode survives a server restart ---------------------------------------
+
+
+def test_step_before_any_episode_survives_a_server_restart(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=4)
+    port = server.port
+    env = Env(server.url).connect()
+    run_in_thread(server.stop)  # the client sees the close while the server stops
+    server_factory(CounterEnv, max_sessions=4, port=port)
+    result = env.step({"delta": 2})  # never reached the old server: sent again on a fresh connection
+    assert result.observation["count"] == 2
+    env.close()
+
+
+def test_step_during_an_episode_is_never_resent_after_a_restart(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=4)
+    port = server.port
+    env = Env(server.url).connect()
+    env.reset()
+    run_in_thread(server.stop)
+    server_factory(CounterEnv, max_sessions=4, port=port)
+    with pytest.raises(SessionLost, match="episode"):
+        env.step({"delta": 2})
+    env.close()
+
+
+# -- 7. TLS: verify= for every connection -------------------------------------------------------
+
+
+def test_tls_default_verify_refuses_an_unknown_ca(tls_server: Any) -> None:
+    assert tls_server.url.startswith("https://")
+    env = Env(tls_server.url)
+    with pytest.raises(ConnectError, match="certificate verification failed.*verify="):
+        env.reset()
+    env.close()
+    with pytest.raises(ConnectError, match="certificate verification failed"):
+        Env.from_schema(tls_server.url)  # the HTTP call
+
+
+@pytest.mark.parametrize("kind", ["str", "path", "context"])
+def test_tls_verify_with_a_ca_bundle_or_context(tls_server: Any, tls_files: Any, kind: str) -> None:
+    verify: Any = {
+        "str": tls_files.ca,
+        "path": Path(tls_files.ca),
+        "context": ssl.create_default_context(cafile=tls_files.ca),
+    }[kind]
+    with Env(tls_server.url, verify=verify) as env:  # wss://
+        assert (env.reset(start=1)).observation["count"] == 1
+        child = env.new_session()  # same options
+        assert (child.step({"delta": 2})).observation["count"] == 2
+    with Env.from_schema(tls_server.url, verify=verify) as env:  # GET /schema over https, then wss
+        assert (env.step({"delta": 3})).observation.count == 3  # type: ignore[attr-defined]
+
+
+def test_tls_verify_reaches_health_checks_and_production_mcp(
+    tls_server: Any, tls_files: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ReadinessTimeout):  # (its last error may be the cut-short last poll's timeout)
+        Env.from_provider(RunningServer(tls_server.url), ready_timeout=1.0)
+    with Env.from_provider(RunningServer(tls_server.url), verify=tls_files.ca) as env:
+        assert (env.reset(start=4)).observation["count"] == 4
+    monkeypatch.setenv("OPENENV_CLIENT_MODE", "production")
+    env = Env(tls_server.url)
+    with pytest.raises(ConnectError, match="certificate verification failed"):
+        env.reset()  # POST /mcp session/create
+    env.close()
+    env = Env(tls_server.url, verify=tls_files.ca)
+    with pytest.raises(ConnectError, match="production mode"):  # past TLS: our server drops POST bodies
+        env.reset()
+    env.close()
+
+
+def test_ssl_cert_file_serves_the_websocket_and_the_http_calls(
+    tls_server: Any, tls_files: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", tls_files.ca)
+    with Env.from_schema(tls_server.url) as env:  # verify=True: GET /schema and wss
+        assert (env.reset(start=6)).observation.count == 6  # type: ignore[attr-defined]
+
+
+def test_verify_false_skips_the_check(tls_server: Any) -> None:
+    with Env.from_schema(tls_server.url, verify=False) as env:
+        assert (env.reset(start=5)).observation.count == 5  # type: ignore[attr-defined]
+
+
+def test_bad_verify_values_are_refused(counter_server: Any, tmp_path: Path) -> None:
+    with pytest.raises(InvalidOption, match="no such CA bundle"):
+        Env(counter_server.url, verify=str(tmp_path / "missing.pem"))
+    with pytest.raises(InvalidOption, match="verify must be"):
+        Env(counter_server.url, verify=1.5)  # type: ignore[arg-type]
