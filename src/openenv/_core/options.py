@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,15 @@ from websockets.exceptions import (
     InvalidURI,
 )
 
-from .errors import ConnectError, ConnectTimeout, InvalidURL, MessageTooLarge, OpenEnvError, SessionLost
+from .errors import (
+    ConnectError,
+    ConnectTimeout,
+    InvalidURL,
+    MessageTooLarge,
+    OpenEnvError,
+    SessionLost,
+    error_from_frame,
+)
 from .frames import describe_close
 from .urls import Endpoints, redact_url
 
@@ -120,6 +129,9 @@ def connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | Non
         return InvalidURL(f"invalid WebSocket URL {url}: {exc}")
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
+        refusal = _error_in_body(exc.response.body)
+        if refusal is not None:  # the server said why, in the protocol's terms (CAPACITY_REACHED, ...)
+            return refusal
         hint = (
             "; is this an OpenEnv server? (its WebSocket endpoint is /ws under the base URL)"
             if status in (400, 403, 404)
@@ -137,6 +149,21 @@ def connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | Non
     if isinstance(exc, ConnectionClosed):
         return ConnectError(f"the server at {url} closed the connection during the handshake")
     return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
+
+
+def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:
+    """The protocol error carried by a refused upgrade's body (``{"type":"error","data":{...}}``), if any."""
+    if not body or len(body) > 65536:
+        return None
+    try:
+        frame = json.loads(bytes(body))
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too)
+        return None
+    if type(frame) is not dict or frame.get("type") != "error" or type(frame.get("data")) is not dict:
+        return None
+    if not isinstance(frame["data"].get("code"), str):
+        return None
+    return error_from_frame(frame["data"])
 
 
 def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:
