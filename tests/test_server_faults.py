@@ -151,7 +151,7 @@ def test_capacity_is_refused_before_the_handshake() -> None:
         response = info.value.response
         assert response.status_code == 503
         assert response.headers["Retry-After"] == "1"
-        frame = strict_loads(response.body)
+        frame = strict_loads(bytes(response.body))
         assert frame["type"] == "error"
         assert frame["data"]["code"] == "CAPACITY_REACHED"
         assert len(rec) == 1

@@ -113,14 +113,17 @@ def is_local_host(host: str) -> bool:
 
 def redact_url(url: str) -> str:
     """``url`` without any ``user:password@`` credentials, for messages and reprs."""
+    bare = "://" not in url  # "user:pw@host": the credentials are there all the same
     try:
-        parts = urlsplit(url)
+        parts = urlsplit("//" + url if bare else url)
+        has_credentials = parts.username is not None or parts.password is not None
     except ValueError:
         return "<invalid url>"
-    if parts.username is None and parts.password is None:
+    if not has_credentials:
         return url
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+    redacted = urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+    return redacted[2:] if bare else redacted
 
 
 _SPACE_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
