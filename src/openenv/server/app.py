@@ -27,12 +27,13 @@ What it serves
 Differences from the reference server
 -------------------------------------
 
-* **No HTTP POST endpoints** (``/reset``, ``/step``, ``/mcp``): websockets'
-  HTTP parser refuses request bodies, so such requests are dropped without a
-  response; a body-less ``POST`` to those paths gets ``501``. Use ``/ws``
-  (which is all the reference clients use anyway). Older websockets
-  releases, whose parser accepts only ``GET``, drop every ``POST`` without
-  a response.
+* **No HTTP POST endpoints** (``/reset``, ``/step``, ``/mcp``): they answer
+  ``501`` with a message pointing at ``/ws`` (which is all the reference
+  clients use anyway), with or without a request body. websockets' HTTP parser
+  refuses bodies, so the server reads the request line and headers itself:
+  a body of up to 64 KiB is read and discarded before the answer (so the client
+  reads it rather than a connection reset); a larger or chunked body gets
+  ``413`` at once and the connection is closed.
 * Other non-``GET`` methods on the ``GET`` routes give ``405``, unknown paths
   ``404 {"detail":"Not Found"}``; a plain (non-upgrade) ``GET /ws`` gives
   ``404`` like the reference; a WebSocket upgrade to any path other than
@@ -44,6 +45,28 @@ Differences from the reference server
   and the web interface are not implemented.
 * :meth:`EnvServer.stop` closes open sessions with code ``1012`` (service
   restart), as uvicorn does on shutdown.
+* **Capacity is checked before the WebSocket handshake**: at capacity, an
+  upgrade to ``/ws`` is refused with HTTP ``503`` (``Retry-After: 1``) whose
+  JSON body is the protocol's error frame (``{"type":"error","data":{"code":
+  "CAPACITY_REACHED","active_sessions":..,"max_sessions":..}}``); this
+  project's clients raise :class:`~openenv.CapacityReached` from it. (The
+  reference server completes the handshake, then sends that frame and closes;
+  released clients see a refused handshake instead.) The slot is reserved in
+  the handshake and given back if the handshake then fails.
+* **Idle sessions are closed**: a session whose client sends no message for
+  ``idle_timeout`` seconds (default 300; ``None``: never) is closed with code
+  ``1001`` and reason ``"idle timeout: no message for N s"``, freeing its slot.
+  Keepalive pings do not count; a long ``step`` is not idleness.
+* **Pending connections are capped**: each accepted TCP connection costs two
+  threads and a socket until its handshake (or HTTP request) completes, within
+  ``handshake_timeout`` (10 s). Beyond ``max_pending`` (64) such connections,
+  new ones are answered ``503`` without reading the request and closed (the
+  client may see a reset instead), so a flood of slow connections cannot
+  exhaust threads or descriptors. Open sessions are bounded by ``max_sessions``.
+* **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
+  observation or state holding ``NaN``/``Infinity`` gives an
+  ``EXECUTION_ERROR`` (the session goes on); error details that echo such input
+  carry ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` as strings.
 
 Inbound messages larger than ``max_message_size`` (16 MiB by default, like
 uvicorn) make websockets close the connection with code ``1009``.
@@ -1053,6 +1076,8 @@ def serve(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     name: str | None = None,
     on_ready: Callable[[EnvServer], None] | None = None,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_pending: int = DEFAULT_MAX_PENDING,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -1064,6 +1089,8 @@ def serve(
         max_message_size: largest inbound WebSocket message, in bytes.
         name: the name ``/metadata`` reports.
         on_ready: called with the :class:`EnvServer` once it is listening.
+        idle_timeout: seconds without a client message before a session is closed (``None``: never).
+        max_pending: connections still in their handshake, at most (more get ``503`` at once).
     """
     EnvServer(
         factory,
@@ -1072,4 +1099,6 @@ def serve(
         max_sessions=max_sessions,
         max_message_size=max_message_size,
         name=name,
+        idle_timeout=idle_timeout,
+        max_pending=max_pending,
     ).serve_forever(on_ready=on_ready)
