@@ -8,6 +8,7 @@
     nox -s build                     sdist + wheel, install the wheel in a fresh venv, import
     nox -s demo                      python -m openenv run
     nox -s docs                      build the documentation site (strict) and run its examples
+    nox -s soak                      long soak: 48 sessions, leaks and cross-talk (bench/SOAK.md)
 
 Sessions run on the interpreter that runs nox and reuse their virtualenvs.
 """
@@ -179,6 +180,17 @@ def bench(session: nox.Session) -> None:
         session.run_install(str(python), "-m", "pip", "install", "--quiet", "openenv==0.10.0", external=True)
         marker.touch()
     session.run("python", "bench/run.py", "--released-python", str(python), *session.posargs)
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """Long soak (tests/soak.py): 32 aio + 16 sync sessions, thousands of steps each; writes bench/SOAK.md.
+
+    Fails on cross-talk between sessions or on threads/fds/RSS outside the stated bounds.
+    `-- --steps N` changes the steps per session.
+    """
+    session.install("-e", ".")
+    session.run("python", "-m", "tests.soak", "--steps", "3000", "--markdown", "bench/SOAK.md", *session.posargs)
 
 
 @nox.session

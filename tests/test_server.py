@@ -305,9 +305,18 @@ def test_wrong_methods(counter: EnvServer) -> None:
     r = httpx.post(counter.url + "/reset")
     assert r.status_code == 501
     assert "/ws" in r.json()["detail"]
-    # websockets' HTTP parser refuses request bodies: the connection is dropped.
-    with pytest.raises(httpx.RemoteProtocolError):
-        httpx.post(counter.url + "/step", json={"action": {"delta": 1}})
+    # Requests with a body are answered, never dropped.
+    r = httpx.post(counter.url + "/step", json={"action": {"delta": 1}})
+    assert r.status_code == 501
+    assert "/ws" in r.json()["detail"]
+    r = httpx.post(counter.url + "/health", content=b"x" * 100)
+    assert r.status_code == 405
+    assert r.headers["allow"] == "GET"
+    r = httpx.post(counter.url + "/nope", json={})
+    assert r.status_code == 404
+    # the server still serves sessions
+    with ws(counter) as conn:
+        assert ask(conn, {"type": "reset"})["type"] == "observation"
 
 
 @pytest.mark.parametrize("path", ["/ws/ws", "/ws/", "/WS", "/mcp", "/"])
@@ -633,14 +642,18 @@ def test_capacity_refusal_and_slot_release() -> None:
         with ws(srv) as first:
             ask(first, {"type": "reset"})
             assert srv.active_sessions == 1
-            with ws(srv) as second:  # the upgrade is accepted, the first reply refuses
-                assert error(json.loads(second.recv(timeout=10))) == {
-                    "message": "Server at capacity: 1/1 sessions active. Cannot accept new connections.",
-                    "code": "CAPACITY_REACHED",
-                    "active_sessions": 1,
-                    "max_sessions": 1,
-                }
-                assert closed_code(second) == 1000
+            with pytest.raises(InvalidStatus) as refused:  # refused before the handshake completes
+                with ws(srv):
+                    pass
+            response = refused.value.response
+            assert response.status_code == 503
+            assert response.headers["Content-Type"] == "application/json"
+            assert error(json.loads(response.body)) == {
+                "message": "Server at capacity: 1/1 sessions active. Cannot accept new connections.",
+                "code": "CAPACITY_REACHED",
+                "active_sessions": 1,
+                "max_sessions": 1,
+            }
             assert len(rec.envs) == 1  # the factory was not called for the refused session
             assert ask(first, {"type": "step", "data": {"delta": 1}})["type"] == "observation"
         wait_for(lambda: srv.active_sessions == 0, "the slot to be freed")
@@ -657,8 +670,10 @@ def test_capacity_counts_up_to_max() -> None:
             for conn in (a, b, c):
                 ask(conn, {"type": "reset"})
             assert srv.active_sessions == 3
-            with ws(srv) as d:
-                data = error(json.loads(d.recv(timeout=10)))
+            with pytest.raises(InvalidStatus) as refused:
+                with ws(srv):
+                    pass
+            data = error(json.loads(refused.value.response.body))
             assert data["code"] == "CAPACITY_REACHED"
             assert (data["active_sessions"], data["max_sessions"]) == (3, 3)
             assert data["message"].startswith("Server at capacity: 3/3 sessions active.")
@@ -884,10 +899,12 @@ def test_cli_serve_module_factory_and_env_capacity(tmp_path: Path) -> None:
     try:
         assert httpx.get(url + "/metadata").json()["name"] == "Shouty"
         ws_url = url.replace("http", "ws", 1) + "/ws"
-        with connect(ws_url) as a, connect(ws_url) as b, connect(ws_url) as c:
+        with connect(ws_url) as a, connect(ws_url) as b:
             assert ask(a, {"type": "state"})["type"] == "state"
             assert ask(b, {"type": "state"})["type"] == "state"
-            data = error(json.loads(c.recv(timeout=10)))
+            with pytest.raises(InvalidStatus) as refused:
+                connect(ws_url)
+            data = error(json.loads(refused.value.response.body))
             assert (data["code"], data["max_sessions"]) == ("CAPACITY_REACHED", 2)
     finally:
         _stop_cli(proc, reader)

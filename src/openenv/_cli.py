@@ -2,7 +2,7 @@
 
 Commands:
 
-``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N]``
+``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N] [--idle-timeout S] [--max-pending N]``
     Serve an environment with :class:`openenv.server.EnvServer` until Ctrl-C
     or SIGTERM. ``MODULE:FACTORY`` names an :class:`~openenv.server.Environment`
     subclass or a zero-argument callable (``pkg.mod:Factory``, dotted
@@ -101,7 +101,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 2
     max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
     try:
-        server = EnvServer(factory, host=args.host, port=args.port, max_sessions=max_sessions)
+        server = EnvServer(
+            factory,
+            host=args.host,
+            port=args.port,
+            max_sessions=max_sessions,
+            idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+            max_pending=args.max_pending,
+        )
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -879,6 +886,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
+    )
+    p_serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="close a session after this many seconds without a client message; 0: never (default: 300)",
+    )
+    p_serve.add_argument(
+        "--max-pending",
+        type=int,
+        default=64,
+        help="connections still in their handshake, at most; more get 503 at once (default: 64)",
     )
     p_serve.set_defaults(func=_cmd_serve)
 

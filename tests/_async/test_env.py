@@ -188,6 +188,32 @@ async def test_capacity_refusal(server_factory: Any) -> None:
     await second.close()
 
 
+async def test_capacity_refused_at_connect(server_factory: Any) -> None:
+    """The server refuses before the WebSocket handshake (HTTP 503 carrying CAPACITY_REACHED)."""
+    server = server_factory(CounterEnv, max_sessions=1)
+    async with Env(server.url) as first:
+        await first.connect()
+        second = Env(server.url)
+        with pytest.raises(CapacityReached) as info:
+            await second.connect()
+        assert (info.value.active_sessions, info.value.max_sessions) == (1, 1)
+        assert info.value.code == "CAPACITY_REACHED"
+        assert not second.connected
+        await second.close()
+        assert (await first.reset(start=2)).observation["count"] == 2
+
+
+async def test_idle_timeout_loses_the_episode_then_reset_recovers(server_factory: Any) -> None:
+    server = server_factory(CounterEnv, max_sessions=1, idle_timeout=0.3)
+    async with Env(server.url) as env:
+        await env.reset(start=1)
+        await sleep(1.0)  # the server closes the idle session (1001) and frees its slot
+        with pytest.raises(SessionLost, match="idle timeout"):
+            await env.step({"delta": 1})
+        assert (await env.reset(start=5)).observation["count"] == 5  # reconnects into the freed slot
+        assert (await env.step({"delta": 1})).observation["count"] == 6
+
+
 async def test_message_timeout_loses_the_episode(counter_server: Any) -> None:
     async with Env(counter_server.url, message_timeout=0.3) as env:
         await env.reset(start=1)

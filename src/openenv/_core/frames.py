@@ -74,8 +74,10 @@ def decode_reply(raw: str | bytes, expected: str) -> dict[str, Any]:
         raise ProtocolError(f"the server sent a binary frame of {len(raw)} bytes; OpenEnv frames are text")
     try:
         message = _loads(raw)
-    except ValueError as exc:
+    except ValueError as exc:  # also: an integer of more than 4300 digits
         raise ProtocolError(f"the server sent a frame that is not JSON ({exc}): {raw[:120]!r}") from None
+    except RecursionError:
+        raise ProtocolError(f"the server sent a frame nested too deeply to decode: {raw[:120]!r}") from None
     if type(message) is not dict:
         raise ProtocolError(f"the server sent a frame that is not a JSON object: {raw[:120]!r}")
     kind = message.get("type")
@@ -114,6 +116,8 @@ def _reward(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         raise ProtocolError(f"reward is not a number: {value!r:.80}") from None
+    except OverflowError:  # an integer too large for a float
+        raise ProtocolError(f"reward is out of the float range: {str(value)[:80]}...") from None
 
 
 def describe_close(code: int | None, reason: str) -> str:

@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import ProtocolError, ToolError, ToolNotFound
+from .errors import ConnectError, ProtocolError, ToolError, ToolNotFound
 
 if TYPE_CHECKING:
     from .tool_models import Tool, ToolResult
@@ -276,7 +276,7 @@ def http_error(exc: BaseException, url: str) -> Exception:
     """Our error for an httpx exception raised by ``POST /mcp`` or ``GET /schema``."""
     import httpx
 
-    from .errors import ConnectError, EnvTimeout
+    from .errors import EnvTimeout
 
     if isinstance(exc, httpx.TimeoutException):
         return EnvTimeout(f"no answer from {url} in time ({type(exc).__name__})")
@@ -295,6 +295,12 @@ def http_json(status: int, body: bytes, url: str) -> Any:
 
     if status == 404:
         raise ProtocolError(f"{url} answered HTTP 404: the server has no such endpoint")
+    if status == 501:
+        raise ConnectError(
+            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); servers built on openenv.server "
+            "serve only the /ws WebSocket, so production mode (POST /mcp) does not work against them: "
+            "use mode='simulation'"
+        )
     if status != 200:
         raise ProtocolError(f"{url} answered HTTP {status}: {body[:200]!r}")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -29,6 +30,7 @@ from .errors import (
     MessageTooLarge,
     OpenEnvError,
     SessionLost,
+    error_from_frame,
 )
 from .frames import describe_close
 from .urls import Endpoints, redact_target, redact_url
@@ -298,6 +300,9 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         return InvalidURL(f"invalid WebSocket URL {url}")
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
+        refusal = _error_in_body(exc.response.body)
+        if refusal is not None:  # the server said why, in the protocol's terms (CAPACITY_REACHED, ...)
+            return refusal
         hint = (
             "; is this an OpenEnv server? (its WebSocket endpoint is /ws under the base URL)"
             if status in (400, 403, 404)
@@ -326,6 +331,21 @@ def tls_hint(url: str, exc: BaseException) -> str:
         f"TLS certificate verification failed for {url} ({reason}); if the server uses a private CA, "
         "pass verify='/path/to/ca.pem' or verify=ssl_context to Env(...)"
     )
+
+
+def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:
+    """The protocol error carried by a refused upgrade's body (``{"type":"error","data":{...}}``), if any."""
+    if not body or len(body) > 65536:
+        return None
+    try:
+        frame = json.loads(bytes(body))
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too)
+        return None
+    if type(frame) is not dict or frame.get("type") != "error" or type(frame.get("data")) is not dict:
+        return None
+    if not isinstance(frame["data"].get("code"), str):
+        return None
+    return error_from_frame(frame["data"])
 
 
 def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:

@@ -35,6 +35,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .errors import ProtocolError
+
 __all__ = ["models_from_schema", "model_from_schema", "SchemaModels"]
 
 _SIMPLE: dict[str, Any] = {
@@ -193,15 +195,30 @@ def model_from_schema(schema: Mapping[str, Any], name: str, *, outgoing: bool) -
 
 
 def models_from_schema(schema: Mapping[str, Any]) -> SchemaModels:
-    """(action, observation, state) models from a ``GET /schema`` response; a missing part gives ``None``."""
+    """(action, observation, state) models from a ``GET /schema`` response; a missing part gives ``None``.
+
+    Raises:
+        TypeError: ``schema`` is not a mapping.
+        ProtocolError: a part cannot be turned into a model (unresolvable ``$ref``,
+            unhashable ``enum`` members, an invalid ``pattern``, ...).
+    """
     if not isinstance(schema, Mapping):
         raise TypeError(f"expected the /schema object, not {type(schema).__name__}")
-    parts = []
+    parts: list[type[BaseModel] | None] = []
     for key, name, outgoing in (
         ("action", "Action", True),
         ("observation", "Observation", False),
         ("state", "State", False),
     ):
         sub = schema.get(key)
-        parts.append(model_from_schema(sub, name, outgoing=outgoing) if isinstance(sub, Mapping) else None)
+        if not isinstance(sub, Mapping):
+            parts.append(None)
+            continue
+        try:
+            parts.append(model_from_schema(sub, name, outgoing=outgoing))
+        except Exception as exc:  # untrusted input: whatever pydantic or re refuse, said once and clearly
+            raise ProtocolError(
+                f"the server's JSON Schema for {key!r} cannot be turned into a model "
+                f"({type(exc).__name__}: {str(exc)[:300]}); use Env(...) without a schema codec"
+            ) from None
     return parts[0], parts[1], parts[2]

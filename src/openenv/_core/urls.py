@@ -119,12 +119,14 @@ def is_local_host(host: str) -> bool:
 def redact_url(url: str) -> str:
     """``url`` fit to show in messages, reprs and logs: no secrets.
 
-    ``user:password@`` credentials become ``***@``, every query value becomes
-    ``***`` (the keys stay, so ``?token=abc&x=1`` shows as ``?token=***&x=***``;
-    a bare item such as ``?abc`` becomes ``?***``), and a fragment becomes ``#***``.
+    ``user:password@`` credentials become ``***@`` (also in a URL without a
+    scheme, ``user:pw@host``), every query value becomes ``***`` (the keys
+    stay, so ``?token=abc&x=1`` shows as ``?token=***&x=***``; a bare item such
+    as ``?abc`` becomes ``?***``), and a fragment becomes ``#***``.
     """
+    bare = "://" not in url  # "user:pw@host": the credentials are there all the same
     try:
-        parts = urlsplit(url)
+        parts = urlsplit("//" + url if bare else url)
         has_credentials = parts.username is not None or parts.password is not None
     except ValueError:
         return "<invalid url>"
@@ -133,7 +135,8 @@ def redact_url(url: str) -> str:
     netloc = "***@" + parts.netloc.rpartition("@")[2] if has_credentials else parts.netloc
     query = redact_query(parts.query)
     fragment = "***" if parts.fragment else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+    redacted = urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+    return redacted[2:] if bare else redacted
 
 
 def redact_query(query: str) -> str:

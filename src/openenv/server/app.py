@@ -27,12 +27,13 @@ What it serves
 Differences from the reference server
 -------------------------------------
 
-* **No HTTP POST endpoints** (``/reset``, ``/step``, ``/mcp``): websockets'
-  HTTP parser refuses request bodies, so such requests are dropped without a
-  response; a body-less ``POST`` to those paths gets ``501``. Use ``/ws``
-  (which is all the reference clients use anyway). Older websockets
-  releases, whose parser accepts only ``GET``, drop every ``POST`` without
-  a response.
+* **No HTTP POST endpoints** (``/reset``, ``/step``, ``/mcp``): they answer
+  ``501`` with a message pointing at ``/ws`` (which is all the reference
+  clients use anyway), with or without a request body. websockets' HTTP parser
+  refuses bodies, so the server reads the request line and headers itself:
+  a body of up to 64 KiB is read and discarded before the answer (so the client
+  reads it rather than a connection reset); a larger or chunked body gets
+  ``413`` at once and the connection is closed.
 * Other non-``GET`` methods on the ``GET`` routes give ``405``, unknown paths
   ``404 {"detail":"Not Found"}``; a plain (non-upgrade) ``GET /ws`` gives
   ``404`` like the reference; a WebSocket upgrade to any path other than
@@ -44,6 +45,28 @@ Differences from the reference server
   and the web interface are not implemented.
 * :meth:`EnvServer.stop` closes open sessions with code ``1012`` (service
   restart), as uvicorn does on shutdown.
+* **Capacity is checked before the WebSocket handshake**: at capacity, an
+  upgrade to ``/ws`` is refused with HTTP ``503`` (``Retry-After: 1``) whose
+  JSON body is the protocol's error frame (``{"type":"error","data":{"code":
+  "CAPACITY_REACHED","active_sessions":..,"max_sessions":..}}``); this
+  project's clients raise :class:`~openenv.CapacityReached` from it. (The
+  reference server completes the handshake, then sends that frame and closes;
+  released clients see a refused handshake instead.) The slot is reserved in
+  the handshake and given back if the handshake then fails.
+* **Idle sessions are closed**: a session whose client sends no message for
+  ``idle_timeout`` seconds (default 300; ``None``: never) is closed with code
+  ``1001`` and reason ``"idle timeout: no message for N s"``, freeing its slot.
+  Keepalive pings do not count; a long ``step`` is not idleness.
+* **Pending connections are capped**: each accepted TCP connection costs two
+  threads and a socket until its handshake (or HTTP request) completes, within
+  ``handshake_timeout`` (10 s). Beyond ``max_pending`` (64) such connections,
+  new ones are answered ``503`` without reading the request and closed (the
+  client may see a reset instead), so a flood of slow connections cannot
+  exhaust threads or descriptors. Open sessions are bounded by ``max_sessions``.
+* **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
+  observation or state holding ``NaN``/``Infinity`` gives an
+  ``EXECUTION_ERROR`` (the session goes on); error details that echo such input
+  carry ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` as strings.
 
 Inbound messages larger than ``max_message_size`` (16 MiB by default, like
 uvicorn) make websockets close the connection with code ``1009``.
@@ -55,20 +78,24 @@ import email.utils
 import http
 import json
 import logging
+import math
 import signal
+import socket
 import ssl as _ssl
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from types import FrameType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidMessage, SecurityError
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import OPEN, Protocol
+from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
@@ -78,7 +105,16 @@ from openenv._core.models import Action, Observation, State
 from .environment import Environment, filter_kwargs
 from .tools import handle_rpc, is_mcp_action, step_observation
 
-__all__ = ["EnvServer", "serve", "step_result", "EnvFactory", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = [
+    "EnvServer",
+    "serve",
+    "step_result",
+    "EnvFactory",
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_PENDING",
+    "DEFAULT_HANDSHAKE_TIMEOUT",
+]
 
 logger = logging.getLogger("openenv.server")
 
@@ -87,6 +123,15 @@ EnvFactory = type[Environment[Any, Any, Any]] | Callable[[], Environment[Any, An
 
 #: Largest inbound WebSocket message accepted by default (uvicorn's ``ws_max_size``).
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+
+#: Seconds without a client message after which a ``/ws`` session is closed.
+DEFAULT_IDLE_TIMEOUT = 300.0
+
+#: Connections whose handshake or HTTP request is still in progress, at most.
+DEFAULT_MAX_PENDING = 64
+
+#: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 
 _WS_PATH = "/ws"
 _GET_ROUTES = frozenset({"/health", "/metadata", "/schema", "/state"})
@@ -118,6 +163,11 @@ class _BareMessage(_Message):  # state, close
 
 
 # ------------------------------ serialisation ------------------------------ #
+#
+# Everything the server sends is strict JSON (RFC 8259): ``allow_nan=False``.
+# Observations and states that hold NaN/Infinity are an environment bug and
+# give an ``EXECUTION_ERROR``; error details (which echo the client's input,
+# and Python's ``json`` accepts ``NaN`` on input) are sanitised instead.
 
 
 def _strict_default(obj: Any) -> Any:
@@ -125,27 +175,73 @@ def _strict_default(obj: Any) -> Any:
     return to_jsonable_python(obj)
 
 
-def _lenient_default(obj: Any) -> Any:
-    """``json.dumps`` fallback for error details: never fails."""
-    try:
-        return to_jsonable_python(obj)
-    except Exception:
-        return str(obj)
-
-
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_strict_default)
+    """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
+
+
+_MAX_DETAIL_DEPTH = 32
+_MAX_INT_BITS = 4096  # ~1233 digits; CPython refuses to print ints of more than 4300 digits
+
+
+def _float_text(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _jsonable(obj: Any, depth: int = 0) -> Any:
+    """Error details as strict-JSON-able values; never raises.
+
+    Non-finite floats become the strings ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"``; structures deeper than a limit, huge integers and values
+    that have no JSON form become short strings.
+    """
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if isinstance(obj, int):
+        return obj if obj.bit_length() <= _MAX_INT_BITS else f"<int of {obj.bit_length()} bits>"
+    if isinstance(obj, float):
+        return _float_text(obj)
+    if depth >= _MAX_DETAIL_DEPTH:
+        return "<nested too deep>"
+    if isinstance(obj, Mapping):
+        return {_key_text(k): _jsonable(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in obj]
+    try:
+        converted = to_jsonable_python(obj)
+    except Exception:
+        return _safe_str(obj)
+    if isinstance(converted, (dict, list, tuple, str, int, float)) or converted is None:
+        return _jsonable(converted, depth + 1)
+    return _safe_str(obj)
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return str(_float_text(key))
+    return _safe_str(key)
+
+
+def _safe_str(obj: Any) -> str:
+    try:
+        return str(obj)
+    except Exception:
+        return f"<{type(obj).__name__}>"
 
 
 def _error_frame(code: str, message: str, **extra: Any) -> str:
     data: dict[str, Any] = {"message": message, "code": code}
     data.update(extra)
-    return json.dumps(
-        {"type": "error", "data": data},
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=_lenient_default,
-    )
+    frame = {"type": "error", "data": _jsonable(data)}
+    try:
+        return json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):  # never expected: _jsonable makes it safe
+        fallback = {"type": "error", "data": {"message": _safe_str(message), "code": code}}
+        return json.dumps(fallback, separators=(",", ":"), ensure_ascii=True)
 
 
 def _validation_frame(exc: ValidationError) -> str:
@@ -174,13 +270,25 @@ def step_result(observation: Any) -> dict[str, Any]:
     return result
 
 
+class _Unsendable(Exception):
+    """A reply that has no strict-JSON form (NaN, Infinity, an unserialisable value)."""
+
+
+def _reply(kind: str, what: str, payload: Any) -> str:
+    try:
+        body = _dumps(payload)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _Unsendable(f"the environment's {what} cannot be sent as strict JSON: {exc}") from None
+    return '{"type":"' + kind + '","data":' + body + "}"
+
+
 def _observation_frame(observation: Any) -> str:
-    return '{"type":"observation","data":' + _dumps(step_result(observation)) + "}"
+    return _reply("observation", "observation", step_result(observation))
 
 
 def _state_frame(state: Any) -> str:
     data = state.model_dump() if isinstance(state, BaseModel) else dict(state)
-    return '{"type":"state","data":' + _dumps(data) + "}"
+    return _reply("state", "state", data)
 
 
 def _http_response(status: int, body: bytes, content_type: str) -> Response:
@@ -197,13 +305,151 @@ def _http_response(status: int, body: bytes, content_type: str) -> Response:
 
 
 def _json_response(status: int, payload: Any) -> Response:
-    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=_strict_default)
-    return _http_response(status, body.encode("utf-8"), "application/json")
+    body = _dumps(payload)  # strict: a NaN in /state or /schema gives a 500, never non-standard JSON
+    return _http_response(status, body.encode("utf-8", "backslashreplace"), "application/json")
 
 
 def _is_upgrade(request: Request) -> bool:
     upgrade = request.headers.get("Upgrade", "")
     return "websocket" in upgrade.lower()
+
+
+# ----------------------------- connections ---------------------------------- #
+#
+# websockets' threading server starts two threads (the handler's and the
+# connection's reader) and holds the socket for every accepted TCP
+# connection until its opening handshake completes or ``open_timeout``
+# passes. ``_Connection`` counts those pending handshakes and refuses
+# connections beyond ``max_pending`` at once (a raw ``503`` and a close), so a
+# flood of idle or slow TCP connections cannot exhaust threads or descriptors.
+# It also reads HTTP requests itself, so that a request with a body (``POST
+# /reset`` ...) is answered (``405``/``501``/``413``) instead of dropped.
+
+#: Request bodies up to this size are read and discarded before the answer is
+#: sent (so the client reads the answer, not a connection reset); larger ones
+#: get ``413`` at once.
+_DRAIN_LIMIT = 64 * 1024
+
+_OVERLOADED = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Content-Length: 78\r\n\r\n"
+    b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
+)
+
+
+class _Refused(Exception):
+    """Raised from ``_Connection.__init__`` to make websockets drop a connection."""
+
+
+def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
+    """A ``ServerConnection`` subclass bound to ``owner`` (websockets' ``create_connection``)."""
+
+    class _Connection(ServerConnection):
+        #: Whether this connection holds a reserved session slot (set by ``process_request``).
+        slot = False
+
+        def __init__(self, sock: socket.socket, protocol: ServerProtocol, server: Server, **kwargs: Any) -> None:
+            if not owner._enter_pending():
+                _refuse_now(sock)
+                raise _Refused
+            try:
+                _install_request_parser(protocol, owner)
+                super().__init__(sock, protocol, server, **kwargs)
+            except BaseException:
+                owner._leave_pending()
+                raise
+
+        def handshake(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                super().handshake(*args, **kwargs)
+            finally:
+                owner._leave_pending()
+                if self.slot and self.protocol.state is not OPEN:  # reserved, then the handshake failed
+                    self.slot = False
+                    owner._release_slot()
+
+    return _Connection
+
+
+def _refuse_now(sock: socket.socket) -> None:
+    """Answer ``503`` without reading the request, and close (never blocks)."""
+    try:
+        sock.setblocking(False)
+        sock.send(_OVERLOADED)
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _install_request_parser(protocol: ServerProtocol, owner: EnvServer) -> None:
+    """Replace the protocol's request parser by one that answers requests with a body."""
+    if not isinstance(getattr(protocol, "parser", None), Generator) or not hasattr(protocol, "reader"):
+        return  # another websockets layout: keep its parser (bodies are dropped, as documented)
+    protocol.parser = _parse_request(protocol, owner)
+    next(protocol.parser)
+
+
+def _parse_request(protocol: ServerProtocol, owner: EnvServer) -> Generator[None, None, None]:
+    """``ServerProtocol.parse`` with one change: a request with a body gets an HTTP answer."""
+    lines: list[bytes] = []
+
+    def read_line(*args: Any) -> Generator[None, None, bytes | bytearray]:
+        line = yield from protocol.reader.read_line(*args)
+        lines.append(bytes(line))
+        return line
+
+    try:
+        request = yield from Request.parse(read_line)
+    except SecurityError as exc:  # request line or headers too long, too many headers
+        protocol.handshake_exc = exc
+        status = 414 if type(exc).__name__ == "RequestLineTooLong" else 431
+        protocol.send_response(protocol.reject(status, f"Failed to open a WebSocket connection: {exc}.\n"))
+        yield
+    except Exception as exc:
+        body = _body_request(lines, exc)
+        if body is None:  # not HTTP: drop it, as websockets does
+            protocol.handshake_exc = InvalidMessage("did not receive a valid HTTP request")
+            protocol.handshake_exc.__cause__ = exc
+            protocol.send_eof()
+            protocol.parser = protocol.discard()
+            next(protocol.parser)
+            yield
+        else:
+            request, length = body
+            protocol.handshake_exc = InvalidMessage(f"HTTP {request.method} request with a body")
+            if length is not None and length <= _DRAIN_LIMIT:
+                yield from protocol.reader.read_exact(length)  # read it, so that closing sends FIN, not RST
+                response = owner._body_response(request, too_large=False)
+            else:
+                response = owner._body_response(request, too_large=True)
+            protocol.send_response(response)
+            yield
+    protocol.events.append(request)
+    yield from Protocol.parse(protocol)
+
+
+def _body_request(lines: list[bytes], exc: Exception) -> tuple[Request, int | None] | None:
+    """(request, body length or ``None`` if unknown) when ``exc`` refused a request body."""
+    if not isinstance(exc, (ValueError, NotImplementedError)) or len(lines) < 2 or lines[-1].strip():
+        return None  # the headers were not read to their end: not a body refusal
+    try:
+        method, path, _ = lines[0].decode("ascii").split(" ", 2)
+        headers = Headers()
+        for raw in lines[1:-1]:
+            name, _, value = raw.decode("latin-1").partition(":")
+            headers[name.strip()] = value.strip()
+    except (UnicodeDecodeError, ValueError):
+        return None
+    length: int | None = None
+    if "Transfer-Encoding" not in headers:
+        try:
+            length = max(int(v) for v in headers.get_all("Content-Length"))
+        except ValueError:
+            return None
+        if length < 0:
+            return None
+    return Request(path, headers, method), length
 
 
 # --------------------------------- server ---------------------------------- #
@@ -241,6 +487,17 @@ class EnvServer:
         ping_timeout: seconds to wait for a pong before closing with 1011.
         ssl: a server-side :class:`ssl.SSLContext` (with its certificate
             loaded) to serve ``https://``/``wss://`` instead of plain HTTP.
+        idle_timeout: seconds a ``/ws`` session may go without a message from
+            its client before the server closes it (code 1001, reason
+            ``"idle timeout: ..."``) and frees its slot; ``None``: never.
+            Keepalive pings do not count as messages. The default (300 s)
+            keeps forgotten clients from holding every slot forever.
+        max_pending: the most TCP connections whose opening handshake (or
+            plain HTTP request) is still in progress; each costs two threads
+            and a socket. Connections beyond it are answered ``503`` at once,
+            without reading the request, and closed.
+        handshake_timeout: seconds a connection may take to send its HTTP
+            request and complete the handshake (``None``: no limit).
     """
 
     def __init__(
@@ -255,6 +512,9 @@ class EnvServer:
         ping_interval: float | None = 20.0,
         ping_timeout: float | None = 20.0,
         ssl: _ssl.SSLContext | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
     ) -> None:
         if not callable(factory):
             raise TypeError(f"factory must be an Environment class or a callable, not {factory!r}")
@@ -262,6 +522,11 @@ class EnvServer:
             raise ValueError(f"max_sessions must be at least 1, not {max_sessions}")
         if max_message_size < 1:
             raise ValueError(f"max_message_size must be positive, not {max_message_size}")
+        for what, value in (("idle_timeout", idle_timeout), ("handshake_timeout", handshake_timeout)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+                raise ValueError(f"{what} must be a positive number of seconds or None, not {value!r}")
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise ValueError(f"max_pending must be a positive int, not {max_pending!r}")
         if (
             isinstance(factory, type)
             and max_sessions > 1
@@ -285,9 +550,13 @@ class EnvServer:
         if ssl is not None and not isinstance(ssl, _ssl.SSLContext):
             raise TypeError(f"ssl must be an ssl.SSLContext or None, not {type(ssl).__name__}")
         self._ssl = ssl
+        self._idle_timeout = None if idle_timeout is None else float(idle_timeout)
+        self._max_pending = max_pending
+        self._handshake_timeout = None if handshake_timeout is None else float(handshake_timeout)
 
-        self._lock = threading.Lock()  # guards _active and the cached class/schema
+        self._lock = threading.Lock()  # guards _active, _pending and the cached class/schema
         self._active = 0
+        self._pending = 0
         self._schema: dict[str, Any] | None = None
         self._lifecycle = threading.Lock()  # serialises start()/stop()
         self._server: Server | None = None
@@ -329,6 +598,22 @@ class EnvServer:
             return self._active
 
     @property
+    def idle_timeout(self) -> float | None:
+        """Seconds of client silence after which a session is closed (``None``: never)."""
+        return self._idle_timeout
+
+    @property
+    def max_pending(self) -> int:
+        """The most connections whose handshake may be in progress at once."""
+        return self._max_pending
+
+    @property
+    def pending_connections(self) -> int:
+        """Connections accepted whose handshake or HTTP request is still in progress."""
+        with self._lock:
+            return self._pending
+
+    @property
     def running(self) -> bool:
         """Whether the server is started and not stopped."""
         return self._server is not None
@@ -363,6 +648,8 @@ class EnvServer:
                 self._host,
                 self._port,
                 process_request=self._process_request,
+                create_connection=_make_connection_class(self),
+                open_timeout=self._handshake_timeout,
                 max_size=self._max_message_size,
                 ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout,
@@ -445,9 +732,14 @@ class EnvServer:
         """websockets' handshake hook: accept ``/ws`` upgrades, answer HTTP requests."""
         path = request.path.split("?", 1)[0]
         if _is_upgrade(request):
-            if path == _WS_PATH:
-                return None  # perform the WebSocket handshake
-            return _http_response(403, b"Forbidden", "text/plain; charset=utf-8")
+            if path != _WS_PATH:
+                return _http_response(403, b"Forbidden", "text/plain; charset=utf-8")
+            if not hasattr(type(connection), "slot"):
+                return None  # not our connection class: the handler checks capacity
+            if not self._reserve_slot():
+                return self._capacity_response()
+            connection.slot = True  # type: ignore[attr-defined]
+            return None  # perform the WebSocket handshake
         try:
             if request.method != "GET":
                 if path in _GET_ROUTES:
@@ -476,6 +768,69 @@ class EnvServer:
         except Exception:
             logger.exception("GET %s failed", path)
             return _http_response(500, b"Internal Server Error", "text/plain; charset=utf-8")
+
+    def _capacity_response(self) -> Response:
+        """``503`` whose body is the protocol's ``CAPACITY_REACHED`` error frame (clients map it)."""
+        with self._lock:
+            active = self._active
+        logger.info("refusing a session: at capacity (%d/%d)", active, self._max_sessions)
+        frame = self._capacity_frame(active)
+        response = _http_response(503, frame.encode("utf-8"), "application/json")
+        response.headers["Retry-After"] = "1"
+        return response
+
+    def _capacity_frame(self, active: int) -> str:
+        return _error_frame(
+            ErrorCode.CAPACITY_REACHED,
+            f"Server at capacity: {active}/{self._max_sessions} sessions active. Cannot accept new connections.",
+            active_sessions=active,
+            max_sessions=self._max_sessions,
+        )
+
+    def _body_response(self, request: Request, *, too_large: bool) -> Response:
+        """The answer to an HTTP request that carries a body (this server takes none)."""
+        path = request.path.split("?", 1)[0]
+        if too_large:
+            return _json_response(
+                413, {"detail": f"request body too large; this server takes no request bodies ({path})"}
+            )
+        if path in _POST_ROUTES:
+            return _json_response(
+                501, {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"}
+            )
+        if path in _GET_ROUTES or path == _WS_PATH:
+            response = _json_response(405, {"detail": "Method Not Allowed"})
+            response.headers["Allow"] = "GET"
+            return response
+        return _json_response(404, {"detail": "Not Found"})
+
+    # ------------------------------------------------------- bookkeeping
+
+    def _reserve_slot(self) -> bool:
+        with self._lock:
+            if self._active >= self._max_sessions:
+                return False
+            self._active += 1
+            return True
+
+    def _release_slot(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    def _enter_pending(self) -> bool:
+        with self._lock:
+            if self._pending >= self._max_pending:
+                refused = True
+            else:
+                self._pending += 1
+                refused = False
+        if refused:
+            logger.warning("refusing a connection: %d handshakes already pending", self._max_pending)
+        return not refused
+
+    def _leave_pending(self) -> None:
+        with self._lock:
+            self._pending -= 1
 
     def _metadata(self) -> dict[str, Any]:
         name = self.name
@@ -518,24 +873,14 @@ class EnvServer:
     # ------------------------------------------------------------- WebSocket
 
     def _handle_session(self, connection: ServerConnection) -> None:
-        """One ``/ws`` connection: reserve a slot, create the env, run the loop, clean up."""
-        with self._lock:
-            active = self._active
-            full = active >= self._max_sessions
-            if not full:
-                self._active += 1
-        if full:
+        """One ``/ws`` connection: take its slot, create the env, run the loop, clean up."""
+        if getattr(connection, "slot", False):
+            connection.slot = False  # type: ignore[attr-defined]  # reserved by process_request: ours now
+        elif not self._reserve_slot():  # only without our connection class
+            with self._lock:
+                active = self._active
             logger.info("refusing a session: at capacity (%d/%d)", active, self._max_sessions)
-            _send(
-                connection,
-                _error_frame(
-                    ErrorCode.CAPACITY_REACHED,
-                    f"Server at capacity: {active}/{self._max_sessions} sessions active. "
-                    "Cannot accept new connections.",
-                    active_sessions=active,
-                    max_sessions=self._max_sessions,
-                ),
-            )
+            _send(connection, self._capacity_frame(active))
             return  # websockets closes with 1000
         try:
             try:
@@ -559,14 +904,18 @@ class EnvServer:
                 _close_quietly(env)
                 logger.debug("session closed (%s)", peer)
         finally:
-            with self._lock:
-                self._active -= 1
+            self._release_slot()
 
     def _session_loop(self, connection: ServerConnection, env: Any, session_id: str = "") -> None:
+        idle = self._idle_timeout
         while True:
             try:
-                raw = connection.recv()
+                raw = connection.recv(timeout=idle)
             except ConnectionClosed:
+                return
+            except TimeoutError:
+                logger.info("closing a session idle for %g s", idle)
+                connection.close(CloseCode.GOING_AWAY, f"idle timeout: no message for {idle:g} s")
                 return
             if not isinstance(raw, str):
                 # The reference server fails its receive_text() with KeyError('text').
@@ -646,7 +995,10 @@ class EnvServer:
 
     def _step(self, env: Any, data: dict[str, Any]) -> str:
         if is_mcp_action(env, data):  # list_tools / call_tool through the step loop
-            return '{"type":"observation","data":' + _dumps(step_observation(env, data)) + "}"
+            try:
+                return _reply("observation", "tool result", step_observation(env, data))
+            except _Unsendable as exc:
+                return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
         action_type: type[BaseModel] = getattr(env, "action_type", Action)
         try:
             action = action_type.model_validate(data)
@@ -672,7 +1024,12 @@ class EnvServer:
     def _mcp(self, env: Any, request: dict[str, Any], session_id: str = "") -> str:
         """Answer an ``mcp`` frame (JSON-RPC 2.0) against the session's environment."""
         response = handle_rpc(env, request, session_id)
-        return '{"type":"mcp","data":' + _dumps(response) + "}"
+        try:
+            return _reply("mcp", "tool result", response)
+        except _Unsendable as exc:
+            request_id = response.get("id")
+            error = {"code": -32603, "message": str(exc)}
+            return _reply("mcp", "error", {"jsonrpc": "2.0", "id": _jsonable(request_id), "error": error})
 
 
 def _envelope_error(model: type[_Message], msg: dict[str, Any]) -> str:
@@ -690,7 +1047,7 @@ def _send(connection: ServerConnection, frame: str) -> bool:
     try:
         payload = frame.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates from the client's JSON: re-encode as ASCII escapes
-        payload = json.dumps(json.loads(frame), separators=(",", ":")).encode("ascii")
+        payload = json.dumps(json.loads(frame), separators=(",", ":"), allow_nan=False).encode("ascii")
     try:
         connection.send(payload, text=True)
     except ConnectionClosed:
@@ -728,6 +1085,8 @@ def serve(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     name: str | None = None,
     on_ready: Callable[[EnvServer], None] | None = None,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_pending: int = DEFAULT_MAX_PENDING,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -739,6 +1098,8 @@ def serve(
         max_message_size: largest inbound WebSocket message, in bytes.
         name: the name ``/metadata`` reports.
         on_ready: called with the :class:`EnvServer` once it is listening.
+        idle_timeout: seconds without a client message before a session is closed (``None``: never).
+        max_pending: connections still in their handshake, at most (more get ``503`` at once).
     """
     EnvServer(
         factory,
@@ -747,4 +1108,6 @@ def serve(
         max_sessions=max_sessions,
         max_message_size=max_message_size,
         name=name,
+        idle_timeout=idle_timeout,
+        max_pending=max_pending,
     ).serve_forever(on_ready=on_ready)

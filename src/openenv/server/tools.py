@@ -31,9 +31,9 @@ shape FastMCP gives through OpenEnv (snake-case keys, §7.3)::
      "structured_content": {"result": 5}, "meta": {"fastmcp": {"wrap_result": true}},
      "data": 5, "is_error": false}
 
-Not served (see :mod:`openenv.server.app`): ``POST /mcp`` (websockets cannot
-take request bodies, so clients in production mode cannot use this server) and
-the WebSocket ``/mcp`` endpoint.
+Not served (see :mod:`openenv.server.app`): ``POST /mcp`` (answered ``501``,
+so clients in production mode cannot use this server) and the WebSocket
+``/mcp`` endpoint.
 """
 
 from __future__ import annotations

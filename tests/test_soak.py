@@ -1,0 +1,13 @@
+"""Short soak in the normal suite (``nox -s soak`` runs the long form): see tests/soak.py."""
+
+from __future__ import annotations
+
+from .soak import ASYNC_SESSIONS, SYNC_THREADS, run
+
+
+def test_short_soak_no_cross_talk_no_leaks() -> None:
+    steps = 200
+    report = run(steps, budget=120.0)
+    print(report.table(steps))
+    assert report.violations() == []
+    assert report.steps == (ASYNC_SESSIONS + SYNC_THREADS) * steps
