@@ -19,6 +19,7 @@ import json
 import keyword
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
@@ -487,7 +488,7 @@ def reset_parameters(schema: Any, metadata: Any) -> frozenset[str] | None:
     return DEFAULT_RESET_KEYS
 
 
-def filter_reset(kwargs: Mapping[str, Any], accepted: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
+def filter_reset(kwargs: Mapping[str, Any], accepted: AbstractSet[str] | None) -> tuple[dict[str, Any], list[str]]:
     """Split ``reset`` keyword arguments (a dataset row) into those to send and those dropped.
 
     ``None`` values are dropped too when the key is accepted (a dataset column

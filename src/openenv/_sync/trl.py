@@ -82,7 +82,8 @@ class _Shared:
     def add(self, instance: TRLEnvironment) -> None:
         with self.lock:
             self.check_open()
-            self.instances.append(instance)
+            if instance not in self.instances:
+                self.instances.append(instance)
 
     def discard(self, instance: TRLEnvironment) -> None:
         with self.lock:
@@ -159,7 +160,16 @@ class _BoundClose:
         return f"<{self._what}>"
 
 
-class TRLEnvironment:
+if TYPE_CHECKING:
+
+    class _ToolsMeta(type):
+        def __getattr__(cls, name: str) -> Any: ...  # the generated tool methods
+
+else:
+    _ToolsMeta = type
+
+
+class TRLEnvironment(metaclass=_ToolsMeta):
     """Base of the classes :func:`environment_factory` generates (one session per instance).
 
     Attributes:
@@ -175,6 +185,10 @@ class TRLEnvironment:
     tools: ClassVar[tuple[Tool, ...]] = ()
     base_url: ClassVar[str] = ""
     close = _Close()
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...  # the generated tool methods
 
     def __init__(self) -> None:
         self.reward: float = 0.0
@@ -223,6 +237,7 @@ class TRLEnvironment:
         delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
         while True:
             if self._env is None:
+                shared.add(self)  # again after close(): the class closes what it knows
                 self._env = Env(shared.base_url, **shared.options)
             try:
                 return self._env.reset(**kwargs)
