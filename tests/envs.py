@@ -12,7 +12,7 @@ from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
 
 from openenv._core.models import Action, Observation, State
-from openenv.server import Environment
+from openenv.server import Environment, tool
 
 
 class CounterAction(Action):
@@ -152,6 +152,46 @@ class WalkEnv(Environment[WalkAction, WalkObservation, State]):
         done = self._position >= self.GOAL
         return WalkObservation(position=self._position, reward=1.0 if done else 0.0, done=done)
 
+
+class GuessObservation(Observation):
+    prompt: str = ""
+
+
+class GuessEnv(Environment[Action, GuessObservation, State]):
+    """Guess the secret number (7 unless reset gives ``secret``); tool calls score in step.
+
+    ``guess`` rewards a hit with 1.0 (and ends the episode) and a miss with -0.1;
+    ``hint`` and ``search`` score nothing.  The scoring happens in ``step_tool``,
+    the server hook for tool calls that come through the step loop (clients in
+    simulation mode); tool calls in ``mcp`` frames are not steps and never score.
+    """
+
+    observation_type = GuessObservation
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State()
+        self._secret = 7
+        self._score: tuple[float | None, bool] = (None, False)
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, secret: int = 7) -> GuessObservation:
+        self._state = State(episode_id=episode_id or "ep", step_count=0)
+        self._secret = secret
+        return GuessObservation(prompt="Guess a number from 1 to 10.")
+
+    def step(self, action: Action) -> GuessObservation:
+        self._state.step_count += 1
+        return GuessObservation()
+
+    def step_tool(self, action: Any) -> Observation:
+        base = getattr(super(), "step_tool")  # noqa: B009 - Environment.step_tool is merged from another branch
+        observation: Observation = base(action)
+        reward, done = self._score
+        self._score = (None, False)
+        observation.reward = reward
+        observation.done = done
+        return observation
+
     @property
     def state(self) -> State:
         return self._state
@@ -186,3 +226,40 @@ class ChessEnv(Environment[ChessAction, WalkObservation, State]):
     @property
     def state(self) -> State:
         return self._state
+
+    @tool
+    def guess(self, number: int = Field(description="Your guess, from 1 to 10.")) -> str:  # noqa: B008 - pydantic field info
+        """Guess the secret number.
+
+        Args:
+            number: ignored here (the schema's description wins).
+        """
+        self._state.step_count += 1
+        if number == self._secret:
+            self._score = (1.0, True)
+            return "Correct!"
+        self._score = (-0.1, False)
+        return "Higher." if number < self._secret else "Lower."
+
+    @tool
+    def hint(self) -> str:
+        """A hint about the secret."""
+        return "odd" if self._secret % 2 else "even"
+
+    @tool
+    def search(
+        self,
+        query: str = Field(description="What to look for."),  # noqa: B008 - pydantic field info
+        mode: Literal["fast", "exact"] = Field("fast", description="How to match."),  # noqa: B008 - pydantic field info
+        limit: int | None = Field(None, description="At most this many results."),  # noqa: B008 - pydantic field info
+        tags: list[str] = Field(default_factory=list, description="Only results with these tags."),  # noqa: B008 - pydantic field info
+        weight: float = 1.0,
+        options: dict[str, Any] | None = None,
+        verbose: bool = False,
+    ) -> dict[str, Any]:
+        """Search the (tiny) catalogue.
+
+        Args:
+            weight: how much to weigh the query.
+        """
+        return {"query": query, "mode": mode, "limit": limit, "tags": tags, "weight": weight, "verbose": verbose}

@@ -14,7 +14,17 @@ from typing import Any, TypeVar
 from websockets.asyncio.client import ClientConnection as WebSocket
 from websockets.asyncio.client import connect as _connect
 
-__all__ = ["WebSocket", "sleep", "run_blocking", "run_cleanup", "ws_connect", "ws_recv", "ws_abandon", "loop_token"]
+__all__ = [
+    "WebSocket",
+    "sleep",
+    "run_blocking",
+    "run_cleanup",
+    "ws_connect",
+    "ws_recv",
+    "ws_abandon",
+    "loop_token",
+    "run_to_completion",
+]
 
 T = TypeVar("T")
 
@@ -141,3 +151,8 @@ def ws_abandon(ws: WebSocket) -> None:
 def loop_token() -> object:
     """Identifies the running event loop (connections are bound to it)."""
     return asyncio.get_running_loop()
+
+
+def run_to_completion(fn: Callable[[], Any]) -> None:
+    """Run a zero-argument coroutine function to completion from plain code (``atexit``), on a fresh event loop."""
+    asyncio.run(fn())

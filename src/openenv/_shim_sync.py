@@ -12,7 +12,17 @@ from typing import Any, TypeVar
 from websockets.sync.client import ClientConnection as WebSocket
 from websockets.sync.client import connect as _connect
 
-__all__ = ["WebSocket", "sleep", "run_blocking", "run_cleanup", "ws_connect", "ws_recv", "ws_abandon", "loop_token"]
+__all__ = [
+    "WebSocket",
+    "sleep",
+    "run_blocking",
+    "run_cleanup",
+    "ws_connect",
+    "ws_recv",
+    "ws_abandon",
+    "loop_token",
+    "run_to_completion",
+]
 
 T = TypeVar("T")
 
@@ -53,3 +63,8 @@ def ws_abandon(ws: WebSocket) -> None:
 def loop_token() -> object:
     """Identifies the running event loop; there is none on this side."""
     return None
+
+
+def run_to_completion(fn: Callable[[], Any]) -> None:
+    """Call a zero-argument function from plain code (``atexit``); the async side runs it on a fresh event loop."""
+    fn()

@@ -10,6 +10,7 @@ from ._async import Env as Env
 from ._async import ProcessProvider as ProcessProvider
 from ._async import Provider as Provider
 from ._async import ServerProvider as ServerProvider
+from ._async import environment_factory as environment_factory
 from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
 from ._core.result import StepResult as StepResult
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ._core.tool_models import Tool as Tool
     from ._core.tool_models import ToolResult as ToolResult
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _shared)

@@ -15,6 +15,7 @@ from ._sync import Env as Env
 from ._sync import ProcessProvider as ProcessProvider
 from ._sync import Provider as Provider
 from ._sync import ServerProvider as ServerProvider
+from ._sync import environment_factory as environment_factory
 
 if TYPE_CHECKING:
     from ._core.models import Action as Action
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ._core.tool_models import Tool as Tool
     from ._core.tool_models import ToolResult as ToolResult
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", *_shared]
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _shared)

@@ -3,5 +3,6 @@
 
 from .env import Env
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+from .trl import environment_factory
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider"]
+__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"]

@@ -1,0 +1,561 @@
+"""The sans-IO half of ``environment_factory``: tools and schemas become Python signatures and docstrings.
+
+TRL's ``GRPOTrainer(environment_factory=...)`` turns every public method of an
+environment class into a function-calling tool, with the JSON Schema built by
+``transformers.utils.get_json_schema`` from the method's type hints and the
+``Args:`` section of its Google-style docstring.  This module builds, from an
+MCP tool's ``input_schema`` (or an action's JSON Schema), a
+:class:`MethodSpec`: a method name, an :class:`inspect.Signature` with real
+annotations (``int``, ``str``, ``Literal[...]``, ``list[...]``, ``X | None``,
+...) and a docstring that ``get_json_schema`` reads back as the same schema.
+It also filters ``reset`` keyword arguments and renders observations and tool
+results as text for the model.  Nothing here does IO or imports transformers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
+
+__all__ = [
+    "Param",
+    "MethodSpec",
+    "RESERVED_METHODS",
+    "DEFAULT_RESET_KEYS",
+    "annotation_of",
+    "method_spec",
+    "plan_methods",
+    "split_description",
+    "method_name",
+    "python_name",
+    "step_spec",
+    "bind_arguments",
+    "reset_parameters",
+    "filter_reset",
+    "render_observation",
+    "render_tool_result",
+    "EPISODE_OVER",
+]
+
+#: Names the generated class uses itself (a tool with one of these names is renamed ``<name>_tool``).
+RESERVED_METHODS = frozenset({"reset", "reward", "done", "get_reward", "close", "env", "tools", "base_url"})
+#: What ``reset`` forwards when the server does not say which keywords its ``reset`` takes.
+DEFAULT_RESET_KEYS = frozenset({"seed", "episode_id"})
+#: What a tool answers once the episode is over (it does not reach the environment).
+EPISODE_OVER = "The episode is over: no further actions are taken. Stop calling tools."
+
+_SIMPLE: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "array": "a list",
+    "object": "an object",
+}
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields)\s*:\s*$", re.IGNORECASE)
+_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_NOT_WORD = re.compile(r"\W")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a generated method.
+
+    Attributes:
+        name: the Python parameter name (an identifier, never a keyword).
+        wire: the argument's name in the tool's schema (sent to the server).
+        annotation: the parameter's type hint.
+        required: whether the schema requires it (else it defaults to ``default``).
+        default: the default value (``None`` when the schema gives none).
+        nullable: whether the schema accepts ``null`` (else ``None`` means: leave it out).
+        description: the ``Args:`` text (one line).
+    """
+
+    name: str
+    wire: str
+    annotation: Any
+    required: bool
+    default: Any
+    nullable: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """How one tool becomes one method: name, signature, annotations and docstring.
+
+    Attributes:
+        name: the method name (a public identifier).
+        tool: the tool's name on the server (``None`` for the generated ``step`` tool).
+        description: the main description (first part of the docstring).
+        params: the parameters, required ones first.
+        returns: the ``Returns:`` text.
+    """
+
+    name: str
+    tool: str | None
+    description: str
+    params: tuple[Param, ...]
+    returns: str = "The result, as text."
+    _by_name: dict[str, Param] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({p.name: p for p in self.params})
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """The method's parameters without ``self``."""
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        out = []
+        for p in self.params:
+            default = inspect.Parameter.empty if p.required else p.default
+            out.append(inspect.Parameter(p.name, kind, default=default, annotation=p.annotation))
+        return out
+
+    def signature(self, *, with_self: bool = True) -> inspect.Signature:
+        """The signature (``self`` first unless ``with_self=False``); it returns ``str``."""
+        params = self.parameters()
+        if with_self:
+            params.insert(0, inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD))
+        return inspect.Signature(params, return_annotation=str)
+
+    def annotations(self) -> dict[str, Any]:
+        """``__annotations__`` for the method: every parameter's hint, then ``return``."""
+        out: dict[str, Any] = {p.name: p.annotation for p in self.params}
+        out["return"] = str
+        return out
+
+    def docstring(self) -> str:
+        """A Google-style docstring: description, ``Args:`` (one line each), ``Returns:``."""
+        parts = [self.description]
+        if self.params:
+            lines = [f"    {p.name}: {p.description}" for p in self.params]
+            parts.append("Args:\n" + "\n".join(lines))
+        parts.append(f"Returns:\n    {self.returns}")
+        return "\n\n".join(parts)
+
+    def param(self, name: str) -> Param:
+        """The parameter called ``name`` (its Python name)."""
+        return self._by_name[name]
+
+
+# ------------------------------------------------------------------ JSON Schema -> annotation
+
+
+def _resolve(schema: Any, defs: Mapping[str, Any], seen: frozenset[str]) -> tuple[Any, frozenset[str]]:
+    while isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in seen or not isinstance(defs.get(name), dict):
+            return {}, seen  # recursive or unresolvable: anything
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        seen = seen | {name}
+        schema = {**defs[name], **extra}
+    return schema, seen
+
+
+def _union(members: Sequence[Any]) -> Any:
+    unique: list[Any] = []
+    for member in members:
+        if member not in unique:
+            unique.append(member)
+    if not unique:
+        return Any
+    if Any in unique:
+        return Any
+    return unique[0] if len(unique) == 1 else Union[tuple(unique)]  # noqa: UP007 - built at run time
+
+
+def _nullable(annotation: Any, nullable: bool) -> Any:
+    return Optional[annotation] if nullable else annotation  # noqa: UP045 - built at run time
+
+
+def annotation_of(schema: Any, defs: Mapping[str, Any] | None = None) -> tuple[Any, bool]:
+    """The Python type hint for a JSON Schema, and whether it accepts ``null``.
+
+    ``string``/``integer``/``number``/``boolean`` give ``str``/``int``/``float``/
+    ``bool``; ``array`` gives ``list[<items>]``; ``object`` gives
+    ``dict[str, Any]``; ``enum``/``const`` give ``Literal[...]``; ``anyOf``/
+    ``oneOf``/type lists give unions; ``null`` among them makes the hint
+    ``X | None``.  ``$ref`` into ``defs`` is followed; anything else is ``Any``.
+
+    Returns:
+        ``(annotation, nullable)``; ``annotation`` already includes ``| None`` when nullable.
+    """
+    base, nullable = _annotation(schema, dict(defs or {}), frozenset())
+    return _nullable(base, nullable), nullable
+
+
+def _annotation(schema: Any, defs: Mapping[str, Any], seen: frozenset[str]) -> tuple[Any, bool]:
+    schema, seen = _resolve(schema, defs, seen)
+    if not isinstance(schema, dict) or not schema:
+        return Any, False
+    if "const" in schema:
+        if schema["const"] is None:
+            return Any, True
+        return Literal[schema["const"]], False
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        values = [value for value in enum if value is None or isinstance(value, (str, int, float, bool))]
+        present = [value for value in values if value is not None]
+        if present:
+            return Literal[tuple(present)], None in values
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            members, nullable = [], False
+            for option in options:
+                resolved, _ = _resolve(option, defs, seen)
+                if isinstance(resolved, dict) and resolved.get("type") == "null":
+                    nullable = True
+                    continue
+                hint, inner_null = _annotation(option, defs, seen)
+                members.append(hint)
+                nullable = nullable or inner_null
+            return _union(members), nullable
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1:
+        return _annotation(all_of[0], defs, seen)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        hints = [_annotation({**schema, "type": k}, defs, seen)[0] for k in kinds]
+        return _union(hints), "null" in kind
+    if kind in _SIMPLE:
+        return _SIMPLE[kind], False
+    if kind == "null":
+        return Any, True
+    if kind == "array":
+        items = schema.get("items")
+        item_hint, item_null = _annotation(items, defs, seen) if isinstance(items, dict) else (Any, False)
+        return list[_nullable(item_hint, item_null)], False  # type: ignore[misc]
+    if kind == "object" or "properties" in schema:
+        return dict[str, Any], False
+    return Any, False
+
+
+def _type_word(schema: Any, defs: Mapping[str, Any]) -> str:
+    schema, _ = _resolve(schema, defs, frozenset())
+    if isinstance(schema, dict):
+        if isinstance(schema.get("enum"), list):
+            return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+        kind = schema.get("type")
+        if isinstance(kind, str) and kind in _TYPE_WORDS:
+            return _TYPE_WORDS[kind].capitalize()
+    return "A value"
+
+
+# ------------------------------------------------------------------ docstrings and names
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def split_description(text: str | None) -> tuple[str, dict[str, str]]:
+    """Split a tool description into its main text and the ``Args:`` entries it documents.
+
+    MCP servers often send a whole docstring as the description; its own
+    ``Args:``/``Returns:``/``Raises:`` sections would confuse the docstring we
+    generate, so they are cut off (and the ``Args:`` entries kept to describe
+    parameters whose schema has no description).
+    """
+    lines = inspect.cleandoc(text or "").splitlines()
+    main: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    arg_indent: int | None = None  # the indentation of the section's argument lines
+    for line in lines:
+        match = _SECTION.match(line)
+        if match:
+            section, current, arg_indent = match.group(1).lower(), None, None
+            continue
+        if section is None:
+            main.append(line)
+            continue
+        if section not in ("args", "arguments", "parameters", "params") or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        arg = _ARG_LINE.match(line)
+        if arg and (arg_indent is None or indent <= arg_indent):
+            arg_indent = indent
+            current = arg.group(1)
+            args[current] = arg.group(2).strip()
+        elif current is not None:
+            args[current] = (args[current] + " " + line.strip()).strip()
+    return "\n".join(main).strip(), {k: _one_line(v) for k, v in args.items() if v.strip()}
+
+
+def python_name(name: str) -> str:
+    """``name`` as a Python identifier: other characters become ``_``, keywords get a trailing ``_``."""
+    ident = _NOT_WORD.sub("_", name) or "_"
+    if ident[0].isdigit():
+        ident = "_" + ident
+    if keyword.iskeyword(ident) or keyword.issoftkeyword(ident):
+        ident += "_"
+    return ident
+
+
+def method_name(tool: str, taken: Iterable[str]) -> tuple[str | None, str | None]:
+    """The method name for a tool, and a note when it differs or the tool is skipped.
+
+    Returns:
+        ``(name, note)``: ``name`` is ``None`` when the tool is skipped.
+    """
+    if tool.startswith("__") and tool.endswith("__"):
+        return None, f"skipped tool {tool!r}: a dunder name cannot be a tool method"
+    name = python_name(tool).lstrip("_")
+    if not name:
+        return None, f"skipped tool {tool!r}: no usable method name"
+    if name[0].isdigit():
+        name = "tool_" + name
+    if name in RESERVED_METHODS:
+        name = f"{name}_tool"
+    if name in set(taken):
+        return None, f"skipped tool {tool!r}: its method name {name!r} is already used by another tool"
+    return name, (None if name == tool else f"tool {tool!r} is the method {name!r}")
+
+
+# ------------------------------------------------------------------ specs
+
+
+def _params(schema: Mapping[str, Any], doc_args: Mapping[str, str], exclude: Iterable[str] = ()) -> tuple[Param, ...]:
+    defs: dict[str, Any] = {}
+    for key in ("$defs", "definitions"):
+        if isinstance(schema.get(key), dict):
+            defs.update(schema[key])
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    required_names = set(schema.get("required") or ())
+    skip = set(exclude)
+    required: list[Param] = []
+    optional: list[Param] = []
+    used = {"self"}
+    for wire, sub in properties.items():
+        if wire in skip or not isinstance(wire, str):
+            continue
+        name = python_name(wire)
+        if name == "self" or name in used:
+            name += "_"
+        while name in used:
+            name += "_"
+        used.add(name)
+        annotation, nullable = annotation_of(sub, defs)
+        resolved, _ = _resolve(sub, defs, frozenset())
+        resolved = resolved if isinstance(resolved, dict) else {}
+        sub_dict = sub if isinstance(sub, dict) else {}
+        description = sub_dict.get("description") or resolved.get("description")
+        if not isinstance(description, str) or not description.strip():
+            description = doc_args.get(wire) or sub_dict.get("title") or resolved.get("title")
+        if not isinstance(description, str) or not description.strip():
+            description = _type_word(sub, defs) + "."
+        description = _one_line(description)
+        is_required = wire in required_names
+        default = sub_dict.get("default", resolved.get("default")) if not is_required else None
+        param = Param(name, wire, annotation, is_required, default, nullable, description)
+        (required if is_required else optional).append(param)
+    return tuple(required + optional)
+
+
+def method_spec(
+    name: str,
+    tool: str | None,
+    description: str | None,
+    input_schema: Mapping[str, Any] | None,
+    *,
+    returns: str = "The tool's result, as text.",
+    exclude: Iterable[str] = (),
+    fallback: str | None = None,
+) -> MethodSpec:
+    """The :class:`MethodSpec` of one tool (or action) from its description and JSON Schema.
+
+    Args:
+        name: the method name (see :func:`method_name`).
+        tool: the tool's name on the server (``None`` for a generated ``step``).
+        description: the tool's description (a docstring's own sections are cut off).
+        input_schema: the JSON Schema of the arguments (an object schema).
+        returns: the ``Returns:`` text.
+        exclude: property names that do not become parameters.
+        fallback: the description when the tool has none.
+    """
+    main, doc_args = split_description(description)
+    if not main:
+        main = fallback or f"Call the tool {tool or name!r}."
+    params = _params(dict(input_schema or {}), doc_args, exclude)
+    return MethodSpec(name, tool, main, params, returns)
+
+
+def plan_methods(tools: Iterable[Any]) -> tuple[list[MethodSpec], list[str]]:
+    """Method specs for a server's tools (objects with ``name``, ``description``, ``input_schema``).
+
+    Returns:
+        ``(specs, notes)``: ``notes`` say which tools were renamed or skipped, and why.
+    """
+    specs: list[MethodSpec] = []
+    notes: list[str] = []
+    for tool in tools:
+        name, note = method_name(tool.name, [s.name for s in specs])
+        if note:
+            notes.append(note)
+        if name is None:
+            continue
+        specs.append(method_spec(name, tool.name, tool.description, tool.input_schema))
+    return specs, notes
+
+
+def step_spec(action_schema: Mapping[str, Any] | None) -> MethodSpec:
+    """The ``step`` method of an environment without MCP tools: one parameter per action field.
+
+    ``metadata`` (every OpenEnv action has it) is not a parameter.
+    """
+    schema = dict(action_schema or {})
+    described = schema.get("description")
+    text = "Take one step in the environment with this action."
+    if isinstance(described, str) and described.strip():
+        text = f"{text}\n\n{split_description(described)[0] or described.strip()}"
+    return method_spec(
+        "step",
+        None,
+        text,
+        schema,
+        returns="The observation that follows, as text.",
+        exclude=("metadata",),
+    )
+
+
+def bind_arguments(spec: MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments to send for a call ``method(*args, **kwargs)``, keyed by their wire names.
+
+    Only the arguments the caller gave are sent (the server applies its own
+    defaults); ``None`` for an optional, non-nullable parameter means "leave it out".
+
+    Raises:
+        TypeError: the call does not match the signature (missing or unknown arguments).
+    """
+    bound = spec.signature(with_self=False).bind(*args, **kwargs)
+    out: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        param = spec.param(name)
+        if value is None and not param.required and not param.nullable:
+            continue
+        out[param.wire] = value
+    return out
+
+
+# ------------------------------------------------------------------ reset
+
+
+def _declared_keys(value: Any) -> frozenset[str] | None | bool:
+    """Keys a reset declaration names; ``None`` for "any key"; ``False`` when it declares nothing."""
+    if isinstance(value, dict):
+        properties = value.get("properties")
+        if value.get("additionalProperties") is True:
+            return None
+        if isinstance(properties, dict):
+            return frozenset(str(k) for k in properties)
+        return False
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return frozenset(value)
+    return False
+
+
+def reset_parameters(schema: Any, metadata: Any) -> frozenset[str] | None:
+    """The keywords the environment's ``reset`` takes, as far as the server says.
+
+    Looks for a JSON Schema (or a list of names) under ``reset``,
+    ``reset_params``, ``reset_parameters`` or ``reset_schema`` in ``GET /schema``
+    and ``GET /metadata``; a schema with ``additionalProperties: true`` means any
+    key.  Servers that say nothing (OpenEnv's do not, today) get
+    :data:`DEFAULT_RESET_KEYS` (``seed`` and ``episode_id``).
+
+    Returns:
+        The accepted names, or ``None`` for any key.
+    """
+    for source in (schema, metadata):
+        if not isinstance(source, dict):
+            continue
+        for key in ("reset", "reset_params", "reset_parameters", "reset_schema"):
+            found = _declared_keys(source.get(key))
+            if found is not False:
+                return found  # type: ignore[return-value]
+    return DEFAULT_RESET_KEYS
+
+
+def filter_reset(kwargs: Mapping[str, Any], accepted: AbstractSet[str] | None) -> tuple[dict[str, Any], list[str]]:
+    """Split ``reset`` keyword arguments (a dataset row) into those to send and those dropped.
+
+    ``None`` values are dropped too when the key is accepted (a dataset column
+    that is empty for this row means: not given).
+
+    Returns:
+        ``(kept, dropped_names)``; ``dropped_names`` is sorted.
+    """
+    kept: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, value in kwargs.items():
+        if accepted is not None and key not in accepted:
+            dropped.append(key)
+        elif value is not None:
+            kept[key] = value
+    return kept, sorted(dropped)
+
+
+# ------------------------------------------------------------------ rendering
+
+_TEXT_KEYS = ("text", "message", "content", "prompt", "observation", "output", "result")
+_HIDDEN = frozenset({"done", "reward", "metadata"})
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    return value
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str, sort_keys=False)
+
+
+def render_observation(observation: Any) -> str:
+    """A compact, model-readable text for an observation (a dict or a pydantic model).
+
+    Its message or text field when it has one (``text``, ``message``,
+    ``content``, ``prompt``, ... or a single string field named ``*_message``/
+    ``*_text``), else compact JSON of its fields without ``done``, ``reward``
+    and ``metadata``.
+    """
+    data = _jsonable(observation)
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, dict):
+        return _compact(data)
+    fields = {k: v for k, v in data.items() if k not in _HIDDEN}
+    for key in _TEXT_KEYS:
+        if isinstance(fields.get(key), str):
+            return str(fields[key])
+    named = [k for k, v in fields.items() if isinstance(v, str) and k.endswith(("_message", "_text"))]
+    if len(named) == 1:
+        return str(fields[named[0]])
+    return _compact(fields)
+
+
+def render_tool_result(result: Any) -> str:
+    """The text of a tool result (a :class:`~openenv.ToolResult`): its text content, else its data as JSON.
+
+    A result the tool flagged as an error starts with ``"Error: "``.
+    """
+    text = getattr(result, "text", "")
+    if not text:
+        data = getattr(result, "data", None)
+        text = "" if data is None else data if isinstance(data, str) else _compact(_jsonable(data))
+    if getattr(result, "is_error", False):
+        return f"Error: {text}" if text else "Error: the tool failed"
+    return text or "(no output)"

@@ -1,0 +1,534 @@
+# GENERATED from src/openenv/_async/trl.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""Any OpenEnv environment as a TRL environment class: ``environment_factory(target)``.
+
+TRL's ``GRPOTrainer(environment_factory=cls)`` creates instances with
+``cls()``, calls ``reset(**row)`` with each dataset row, offers every public
+method other than ``reset`` to the model as a function-calling tool (its JSON
+Schema read from the method's type hints and docstring by
+``transformers.utils.get_json_schema``), and reads the episode's reward back.
+:func:`environment_factory` writes that class for you, from what the server
+says about itself: one method per MCP tool (or a ``step`` method built from the
+action schema), with real signatures and docstrings.
+
+Use the class from ``openenv.sync`` with TRL: its trainer calls ``reset`` and
+the tools without awaiting them.  The ``openenv.aio`` class has the same
+methods as coroutines, for rollouts written on an event loop.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import httpx
+from typing_extensions import Self, Unpack
+
+from .._core import mcp
+from .._core import trl as core
+from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, ToolError
+from .._core.options import EnvOptions
+from .._core.retry import Deadline, backoff
+from .._core.sources import classify_source, hosted_headers
+from .._core.urls import parse_base_url, redact_url
+from .._shim_sync import run_to_completion, sleep
+from .env import Env
+from .providers import Provider
+
+if TYPE_CHECKING:
+    from .._core.tool_models import Tool
+
+__all__ = ["environment_factory", "TRLEnvironment"]
+
+logger = logging.getLogger("openenv.trl")
+
+_NO_TOOLS_CODES = (mcp.METHOD_NOT_FOUND,)
+
+
+class _Shared:
+    """What the instances of one generated class share: the server, the options, the bookkeeping."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str,
+        root: Env[Any, Any, Any] | None,
+        options: dict[str, Any],
+        reset_keys: frozenset[str] | None,
+        reward: str,
+        render: Callable[[Any], str] | None,
+        raise_tool_errors: bool,
+        capacity_timeout: float | None,
+    ) -> None:
+        self.name = name
+        self.base_url = base_url
+        self.root = root  # the client that owns the provider (Docker container, process), if any
+        self.options = options
+        self.reset_keys = reset_keys
+        self.reward = reward
+        self.render = render
+        self.raise_tool_errors = raise_tool_errors
+        self.capacity_timeout = capacity_timeout
+        self.lock = threading.Lock()
+        self.instances: list[TRLEnvironment] = []
+        self.closed = False
+        self.dropped_logged = False
+        atexit.register(self.at_exit)
+
+    def add(self, instance: TRLEnvironment) -> None:
+        with self.lock:
+            self.check_open()
+            if instance not in self.instances:
+                self.instances.append(instance)
+
+    def discard(self, instance: TRLEnvironment) -> None:
+        with self.lock:
+            if instance in self.instances:
+                self.instances.remove(instance)
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise EnvClosed(f"{self.name} was closed (its server is gone); call environment_factory(...) again")
+
+    def log_dropped(self, dropped: list[str]) -> None:
+        with self.lock:
+            if self.dropped_logged:
+                return
+            self.dropped_logged = True
+        takes = "any keyword" if self.reset_keys is None else ", ".join(sorted(self.reset_keys)) or "no keyword"
+        logger.info(
+            "%s.reset drops the dataset columns %s: the environment's reset takes %s "
+            "(pass reset_keys=... to environment_factory to forward others); said once",
+            self.name,
+            dropped,
+            takes,
+        )
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            instances, self.instances = self.instances, []
+        atexit.unregister(self.at_exit)
+        try:
+            for instance in instances:
+                instance._close_session()
+        finally:
+            if self.root is not None:
+                self.root.close()
+
+    def at_exit(self) -> None:
+        if self.closed:
+            return
+        try:
+            run_to_completion(self.close)
+        except Exception:  # best effort at interpreter exit
+            logger.debug("closing %s at exit failed", self.name, exc_info=True)
+
+
+class _Close:
+    """``close()``: on an instance, ends its session; on the class, every session and the shared server.
+
+    Neither a function nor a method (TRL offers every public method to the
+    model as a tool); calling it returns what the bound close returns.
+    """
+
+    def __get__(self, instance: Any, owner: Any) -> _BoundClose:
+        if instance is None:
+            return _BoundClose(owner._openenv.close, f"{owner.__name__}.close")
+        return _BoundClose(instance._close_session, f"{owner.__name__}().close")
+
+
+class _BoundClose:
+    """End the session (on an instance) or every session and the shared server (on the class); idempotent."""
+
+    __slots__ = ("_fn", "_what")
+
+    def __init__(self, fn: Callable[[], Any], what: str) -> None:
+        self._fn = fn
+        self._what = what
+
+    def __call__(self) -> Any:
+        return self._fn()
+
+    def __repr__(self) -> str:
+        return f"<{self._what}>"
+
+
+if TYPE_CHECKING:
+
+    class _ToolsMeta(type):
+        def __getattr__(cls, name: str) -> Any: ...  # the generated tool methods
+
+else:
+    _ToolsMeta = type
+
+
+class TRLEnvironment(metaclass=_ToolsMeta):
+    """Base of the classes :func:`environment_factory` generates (one session per instance).
+
+    Attributes:
+        reward: the episode's reward so far (``reward="sum"``: the sum of the
+            step rewards; ``"last"``: the last one reported); ``0.0`` after ``reset``.
+        done: whether the environment ended the episode; further tool calls
+            then answer that the episode is over, without reaching the server.
+        tools: the server's MCP tools (class attribute; empty for a ``step`` class).
+        base_url: the server's base URL (class attribute).
+    """
+
+    _openenv: ClassVar[_Shared]
+    tools: ClassVar[tuple[Tool, ...]] = ()
+    base_url: ClassVar[str] = ""
+    close = _Close()
+
+    if TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any: ...  # the generated tool methods
+
+    def __init__(self) -> None:
+        self.reward: float = 0.0
+        self.done: bool = False
+        self._env: Env[Any, Any, Any] | None = None
+        type(self)._openenv.add(self)
+
+    @property
+    def env(self) -> Env[Any, Any, Any] | None:
+        """This instance's client (``None`` before the first ``reset``)."""
+        return self._env
+
+    def __repr__(self) -> str:
+        status = "connected" if self._env is not None else "not connected"
+        return f"<{type(self).__name__} {redact_url(self.base_url)} {status} reward={self.reward} done={self.done}>"
+
+    def reset(self, **kwargs: Any) -> str | None:
+        """Start a new episode and return its first observation as text.
+
+        ``kwargs`` is the dataset row: only the keywords the environment's
+        ``reset`` takes are sent (``seed`` and ``episode_id`` unless the
+        server declares others, or ``reset_keys`` says); the others are
+        dropped, with one log line per class (logger ``openenv.trl``).  The
+        first ``reset`` connects this instance's session, waiting with backoff
+        while the server is at capacity (up to ``capacity_timeout`` seconds).
+
+        Raises:
+            CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
+            EnvClosed: the class was closed.
+        """
+        shared = self._openenv
+        shared.check_open()
+        kept, dropped = core.filter_reset(kwargs, shared.reset_keys)
+        if dropped:
+            shared.log_dropped(dropped)
+        self.reward = 0.0
+        self.done = False
+        result = self._reset_session(kept)
+        self._record(result.reward, result.done)
+        render = shared.render or core.render_observation
+        return render(result.observation)
+
+    def _reset_session(self, kwargs: dict[str, Any]) -> Any:
+        shared = self._openenv
+        deadline = Deadline(shared.capacity_timeout)
+        delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
+        while True:
+            if self._env is None:
+                shared.add(self)  # again after close(): the class closes what it knows
+                self._env = Env(shared.base_url, **shared.options)
+            try:
+                return self._env.reset(**kwargs)
+            except CapacityReached as exc:
+                if deadline.expired:
+                    raise CapacityReached(
+                        f"{exc.message}; still full after {shared.capacity_timeout} s of retrying. "
+                        "Run fewer instances at once or raise the server's MAX_CONCURRENT_ENVS "
+                        "(it must be at least the generation batch size)",
+                        exc.code,
+                        exc.details,
+                    ) from None
+                sleep(deadline.cap(next(delays)))
+
+    def _call_tool(self, spec: core.MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+        shared = self._openenv
+        try:
+            arguments = core.bind_arguments(spec, args, kwargs)
+        except TypeError as exc:
+            if shared.raise_tool_errors:
+                raise
+            return f"Error: {exc}"
+        env = self._env
+        if env is None:
+            shared.check_open()
+            raise RuntimeError(f"call reset() on this {type(self).__name__} before its tools")
+        if self.done:
+            return core.EPISODE_OVER
+        render = shared.render
+        try:
+            if spec.tool is None:
+                result = env.step(arguments)
+                self._record(result.reward, result.done)
+                return (render or core.render_observation)(result.observation)
+            outcome = env.call_tool(spec.tool, **arguments)
+        except (ToolError, ServerValidationError, ExecutionError) as exc:
+            if shared.raise_tool_errors:
+                raise
+            return f"Error: {exc}"
+        self._record(outcome.reward, outcome.done)
+        if outcome.is_error and shared.raise_tool_errors:
+            raise ToolError(core.render_tool_result(outcome), tool=spec.tool, data=outcome.content)
+        return (render or core.render_tool_result)(outcome)
+
+    def _record(self, reward: float | None, done: bool) -> None:
+        if reward is not None:
+            self.reward = self.reward + float(reward) if self._openenv.reward == "sum" else float(reward)
+        self.done = self.done or bool(done)
+
+    def _close_session(self) -> None:
+        env, self._env = self._env, None
+        self._openenv.discard(self)
+        if env is not None:
+            env.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close_session()
+
+
+def _get_reward(self):  # type: ignore[no-untyped-def]  # annotations set below (help() shows them)
+    """The episode's reward (``self.reward``); TRL calls it once per finished rollout."""
+    return self.reward
+
+
+_get_reward.__annotations__ = {"return": float}
+_get_reward.__name__ = "get_reward"
+_get_reward.__qualname__ = "TRLEnvironment.get_reward"
+
+
+def _make_method(spec: core.MethodSpec, class_name: str) -> Callable[..., Any]:
+    """One tool method: a closure with the tool's real signature, annotations and docstring."""
+
+    def method(self: TRLEnvironment, *args: Any, **kwargs: Any) -> str:
+        return self._call_tool(spec, args, kwargs)
+
+    method.__name__ = spec.name
+    method.__qualname__ = f"{class_name}.{spec.name}"
+    method.__doc__ = spec.docstring()
+    method.__annotations__ = spec.annotations()
+    setattr(method, "__signature__", spec.signature())  # noqa: B010 - functions have no declared __signature__
+    return method
+
+
+def _get_json(base_url: str, path: str, headers: Mapping[str, str], timeout: float | None) -> Any:
+    """``GET <base_url><path>`` as JSON, or ``None`` when the server does not answer it."""
+    endpoints = parse_base_url(base_url)
+    try:
+        with httpx.Client(trust_env=not endpoints.is_local, headers=dict(headers)) as http:
+            response = http.get(endpoints.http(path), timeout=timeout)
+        if response.status_code != 200:
+            return None
+        return response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _list_tools(env: Env[Any, Any, Any]) -> list[Tool]:
+    """The server's MCP tools; ``[]`` when the environment has none."""
+    try:
+        return env.list_tools()
+    except ToolError as exc:
+        if mcp.is_unsupported(exc) or exc.code in _NO_TOOLS_CODES:
+            return []
+        raise
+
+
+def _class_name(name: str | None, metadata: Any) -> str:
+    if name:
+        if not name.isidentifier():
+            raise ValueError(f"name must be a Python identifier, not {name!r}")
+        return name
+    found = metadata.get("name") if isinstance(metadata, dict) else None
+    if isinstance(found, str) and found.strip():
+        ident = core.python_name("".join(part[:1].upper() + part[1:] for part in found.replace("-", "_").split("_")))
+        return ident.lstrip("_") or "OpenEnvEnvironment"
+    return "OpenEnvEnvironment"
+
+
+def environment_factory(
+    target: str | Provider,
+    *,
+    reward: str = "sum",
+    render: Callable[[Any], str] | None = None,
+    raise_tool_errors: bool = False,
+    name: str | None = None,
+    reset_keys: Collection[str] | str | None = None,
+    capacity_timeout: float | None = 120.0,
+    get_reward: bool = True,
+    use_docker: bool = True,
+    tag: str = "latest",
+    registry: str | None = None,
+    env_vars: Mapping[str, str] | None = None,
+    port: int | None = None,
+    command: Sequence[str] | None = None,
+    ready_timeout: float | None = 60.0,
+    **options: Unpack[EnvOptions],
+) -> type[TRLEnvironment]:
+    """A TRL environment class for an OpenEnv environment, generated from its tools and schema.
+
+    Pass the class to ``GRPOTrainer(environment_factory=...)``.  It follows
+    TRL's contract: ``cls()`` takes no arguments; ``reset(**row)`` starts an
+    episode and returns the first observation as text; every public method is
+    a tool for the model: one per MCP tool of the environment, with the tool's
+    parameters as a real signature (types, defaults, ``Literal`` enums,
+    ``X | None``) and a Google-style docstring (its description, one ``Args:``
+    line per parameter, ``Returns:``), so ``transformers.utils.get_json_schema``
+    gives back the schema the server declares.  An environment without MCP
+    tools gets one ``step`` method instead, with one parameter per field of its
+    action (from ``GET /schema``; ``metadata`` left out).  ``reward`` and
+    ``done`` hold the episode's reward and end; ``get_reward()`` returns the
+    reward (TRL then uses the environment as a reward source: do not also pass
+    a reward function that reads ``env.reward``).
+
+    A tool call goes through ``Env.call_tool`` (``step`` for the ``step``
+    method) and returns the text the model should see; a tool error becomes
+    ``"Error: ..."`` text unless ``raise_tool_errors``.  Once the environment
+    reports ``done``, tools answer that the episode is over without reaching
+    the server.
+
+    Sessions: this call starts (or attaches to) ONE server for the whole
+    class, lists its tools and reads its schema (the methods must exist before
+    TRL looks at the class); the server lives until ``cls.close()`` or
+    interpreter exit.  Each instance opens its own session on its first
+    ``reset``, waiting with backoff while the server is at capacity (set
+    ``max_concurrent_envs``/``MAX_CONCURRENT_ENVS`` to at least the generation
+    batch size), and ends it on ``instance.close()``, ``cls.close()`` or exit.
+
+    Args:
+        target: what ``Env.from_env`` accepts (a server URL, a Docker image or
+            Space id, an environment checkout directory), or a provider.
+        reward: ``"sum"`` (default) adds up the step rewards; ``"last"`` keeps
+            the last one, for environments that report a cumulative score.
+        render: turns what the model sees into text: called with the reset
+            observation, the ``step`` observation, or the
+            :class:`~openenv.ToolResult` of an MCP tool (default: a compact
+            text, see ``openenv._core.trl``).
+        raise_tool_errors: raise tool errors (and refused actions) instead of
+            returning them as text for the model.
+        name: the class name (default: from ``GET /metadata``).
+        reset_keys: the dataset columns ``reset`` forwards (``"all"``: every
+            one); default: what the server declares, else ``seed`` and ``episode_id``.
+        capacity_timeout: seconds an instance's first ``reset`` keeps retrying
+            while the server is at capacity (``None``: no limit).
+        get_reward: define ``get_reward()`` (TRL's reward hook).
+        use_docker: as for ``Env.from_env``.
+        tag: as for ``Env.from_env``.
+        registry: as for ``Env.from_env``.
+        env_vars: as for ``Env.from_env``.
+        port: as for ``Env.from_env``.
+        command: as for ``Env.from_env``.
+        ready_timeout: as for ``Env.from_env``.
+        **options: the connection options of ``Env(...)``, used by every instance.
+
+    Returns:
+        The generated class, a subclass of :class:`TRLEnvironment`.
+
+    Raises:
+        ValueError: an option has a wrong value.
+        ConnectError: the server could not be reached.
+        ProviderError: the server could not be started.
+    """
+    if reward not in ("sum", "last"):
+        raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
+    if capacity_timeout is not None and capacity_timeout < 0:
+        raise ValueError(f"capacity_timeout must be >= 0 seconds or None, not {capacity_timeout!r}")
+    keys: frozenset[str] | None | bool = False
+    if isinstance(reset_keys, str):
+        if reset_keys != "all":
+            raise ValueError(f"reset_keys must be 'all' or a collection of names, not {reset_keys!r}")
+        keys = None
+    elif reset_keys is not None:
+        keys = frozenset(reset_keys)
+    root: Env[Any, Any, Any] | None = None
+    if isinstance(target, str):
+        where = classify_source(target, use_docker=use_docker, tag=tag, registry=registry)
+        if where.kind == "url":
+            options["headers"] = hosted_headers(where.target, options.get("headers"))
+            probe = Env(where.target, **options)
+        else:
+            root = probe = Env.from_env(
+                target,
+                use_docker=use_docker,
+                tag=tag,
+                registry=registry,
+                env_vars=env_vars,
+                port=port,
+                command=command,
+                ready_timeout=ready_timeout,
+                **options,
+            )
+    else:
+        root = probe = Env.from_provider(target, ready_timeout=ready_timeout, **options)
+    try:
+        base_url = probe.base_url
+        headers = dict(probe.options.headers)
+        tools = _list_tools(probe)
+        timeout = probe.options.message_timeout
+        schema = _get_json(base_url, "/schema", headers, timeout)
+        metadata = _get_json(base_url, "/metadata", headers, timeout)
+        if root is None:
+            probe.close()
+        else:
+            root.disconnect()  # keep the server, free the session slot for the instances
+    except BaseException:
+        probe.close()
+        raise
+    class_name = _class_name(name, metadata)
+    if tools:
+        specs, notes = core.plan_methods(tools)
+        for note in notes:
+            (logger.warning if note.startswith("skipped") else logger.info)("%s: %s", class_name, note)
+    else:
+        action = schema.get("action") if isinstance(schema, dict) else None
+        if not isinstance(action, dict):
+            logger.warning(
+                "%s: the server has no MCP tools and no action schema; step() takes no arguments", class_name
+            )
+        specs = [core.step_spec(action)]
+    shared = _Shared(
+        name=class_name,
+        base_url=base_url,
+        root=root,
+        options={**options, "headers": headers},
+        reset_keys=core.reset_parameters(schema, metadata) if keys is False else keys,  # type: ignore[arg-type]
+        reward=reward,
+        render=render,
+        raise_tool_errors=raise_tool_errors,
+        capacity_timeout=capacity_timeout,
+    )
+    listing = ", ".join(spec.name for spec in specs)
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": class_name,
+        "__doc__": (
+            f"The OpenEnv environment at {redact_url(base_url)} as a TRL environment (tools: {listing}).\n\n"
+            f"Generated by environment_factory; see {TRLEnvironment.__name__} for reset, reward, done and close."
+        ),
+        "_openenv": shared,
+        "tools": tuple(tools),
+        "base_url": base_url,
+    }
+    if get_reward:
+        namespace["get_reward"] = _get_reward
+    for spec in specs:
+        namespace[spec.name] = _make_method(spec, class_name)
+    return type(class_name, (TRLEnvironment,), namespace)

@@ -1,0 +1,283 @@
+"""``environment_factory``: the sans-IO core, the flavours, and the schemas transformers reads back."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import pytest
+
+import openenv.aio as aio
+import openenv.sync as sync
+from openenv._core import trl as core
+from openenv._core.tool_models import Tool, ToolResult
+from openenv.server import EnvServer
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+from .envs import GuessEnv
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------ sans-IO core
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected", "nullable"),
+    [
+        ({"type": "string"}, str, False),
+        ({"type": "integer"}, int, False),
+        ({"type": "number"}, float, False),
+        ({"type": "boolean"}, bool, False),
+        ({"type": "array", "items": {"type": "integer"}}, list[int], False),
+        ({"type": "array"}, list[Any], False),
+        ({"type": "object"}, dict[str, Any], False),
+        ({"type": "object", "properties": {"x": {"type": "integer"}}}, dict[str, Any], False),
+        ({"enum": ["a", "b"], "type": "string"}, Literal["a", "b"], False),
+        ({"enum": ["a", None]}, Optional[Literal["a"]], True),  # noqa: UP045
+        ({"const": 3}, Literal[3], False),
+        ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, Optional[int], True),  # noqa: UP045
+        ({"type": ["string", "null"]}, Optional[str], True),  # noqa: UP045
+        ({"anyOf": [{"type": "integer"}, {"type": "string"}]}, Union[int, str], False),  # noqa: UP007
+        ({"$ref": "#/$defs/Mode"}, Literal["x", "y"], False),
+        ({"$ref": "#/$defs/Missing"}, Any, False),
+        ({}, Any, False),
+        ({"type": "null"}, Optional[Any], True),  # noqa: UP045
+    ],
+)
+def test_annotation_of(schema: dict[str, Any], expected: Any, nullable: bool) -> None:
+    defs = {"Mode": {"enum": ["x", "y"], "type": "string"}}
+    assert core.annotation_of(schema, defs) == (expected, nullable)
+
+
+def test_method_spec_signature_and_docstring() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "from": {"type": "string", "default": "a"},
+            "self": {"type": "integer", "title": "Self Value"},
+            "my-arg": {"type": "number", "description": "A\n   multi-line   description."},
+        },
+        "required": ["self", "my-arg"],
+    }
+    description = "Do things.\n\nArgs:\n    from: Where from.\n      (continued)\nReturns:\n    Stuff."
+    spec = core.method_spec("do", "do", description, schema)
+    assert str(spec.signature()) == "(self, self_: int, my_arg: float, from_: str = 'a') -> str"
+    assert spec.docstring() == (
+        "Do things.\n\nArgs:\n    self_: Self Value\n    my_arg: A multi-line description.\n"
+        "    from_: Where from. (continued)\n\nReturns:\n    The tool's result, as text."
+    )
+    assert core.bind_arguments(spec, (1, 2.5), {"from_": "b"}) == {"self": 1, "my-arg": 2.5, "from": "b"}
+    with pytest.raises(TypeError):
+        core.bind_arguments(spec, (), {"nope": 1})
+
+
+def test_bind_arguments_sends_only_what_was_given() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "string"},
+            "c": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3},
+        },
+        "required": ["a"],
+    }
+    spec = core.method_spec("f", "f", "F.", schema)
+    assert str(spec.signature(with_self=False)) == "(a: int, b: str = None, c: Optional[int] = 3) -> str"
+    assert core.bind_arguments(spec, (1,), {}) == {"a": 1}
+    assert core.bind_arguments(spec, (1,), {"b": None, "c": None}) == {"a": 1, "c": None}
+
+
+def test_method_names() -> None:
+    tools = [
+        Tool(name=name, description="", input_schema={})
+        for name in ("reset", "close", "class", "my tool", "__init__", "_hidden", "9lives", "hidden", "get_reward")
+    ]
+    specs, notes = core.plan_methods(tools)
+    assert [(s.name, s.tool) for s in specs] == [
+        ("reset_tool", "reset"),
+        ("close_tool", "close"),
+        ("class_", "class"),
+        ("my_tool", "my tool"),
+        ("hidden", "_hidden"),
+        ("tool_9lives", "9lives"),
+        ("get_reward_tool", "get_reward"),
+    ]
+    assert any("skipped tool '__init__'" in n for n in notes)
+    assert any("skipped tool 'hidden'" in n for n in notes)
+    assert specs[0].description == "Call the tool 'reset'."
+
+
+def test_step_spec_leaves_out_metadata() -> None:
+    schema = {
+        "description": "An action.",
+        "properties": {"metadata": {"type": "object"}, "x": {"type": "integer"}},
+        "required": ["x"],
+    }
+    spec = core.step_spec(schema)
+    assert (spec.name, spec.tool, [p.name for p in spec.params]) == ("step", None, ["x"])
+    assert spec.description.endswith("An action.")
+
+
+def test_reset_parameters_and_filter() -> None:
+    assert core.reset_parameters({"action": {}}, {"name": "x"}) == frozenset({"seed", "episode_id"})
+    assert core.reset_parameters({"reset": {"properties": {"level": {}}}}, None) == frozenset({"level"})
+    assert core.reset_parameters(None, {"reset_parameters": ["a", "b"]}) == frozenset({"a", "b"})
+    assert core.reset_parameters({"reset": {"additionalProperties": True}}, None) is None
+    kept, dropped = core.filter_reset(
+        {"seed": 1, "prompt": "p", "answer": 2, "episode_id": None}, {"seed", "episode_id"}
+    )
+    assert (kept, dropped) == ({"seed": 1}, ["answer", "prompt"])
+    assert core.filter_reset({"x": 1}, None) == ({"x": 1}, [])
+
+
+def test_renderers() -> None:
+    assert core.render_observation({"echoed_message": "hi", "message_length": 2, "done": False}) == "hi"
+    assert core.render_observation({"text": "t", "message": "m"}) == "t"
+    assert core.render_observation({"count": 1, "reward": 1.0, "metadata": {"a": 1}}) == '{"count":1}'
+    assert core.render_observation("plain") == "plain"
+    assert core.render_tool_result(ToolResult(content=[{"type": "text", "text": "42"}], data=42)) == "42"
+    assert core.render_tool_result(ToolResult(data={"a": 1})) == '{"a":1}'
+    assert core.render_tool_result(ToolResult()) == "(no output)"
+    assert core.render_tool_result(ToolResult(content=[{"type": "text", "text": "bad"}], is_error=True)) == "Error: bad"
+
+
+def test_core_imports_no_transformers() -> None:
+    code = "import openenv._core.trl, openenv.sync, sys; print('transformers' in sys.modules, 'trl' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+# ------------------------------------------------------------------ flavours
+
+
+@pytest.fixture(scope="module")
+def tools_server() -> Iterator[EnvServer]:
+    with EnvServer(ToolsDemoEnvironment, host="127.0.0.1", port=0, max_sessions=8) as server:
+        yield server
+
+
+def test_sync_class_is_plain_and_aio_class_is_coroutines(tools_server: Any) -> None:
+    import asyncio
+
+    cls = sync.environment_factory(tools_server.url)
+    try:
+        assert not inspect.iscoroutinefunction(cls.add) and not inspect.iscoroutinefunction(cls.reset)
+        assert inspect.signature(cls.__init__).parameters.keys() == {"self"}
+    finally:
+        cls.close()
+
+    async def main() -> None:
+        acls = await aio.environment_factory(tools_server.url)
+        try:
+            assert inspect.iscoroutinefunction(acls.add) and inspect.iscoroutinefunction(acls.reset)
+            env = acls()
+            await env.reset()
+            assert await env.add(2, 3) == "5"
+        finally:
+            await acls.close()
+
+    asyncio.run(main())
+
+
+def test_class_is_closed_at_interpreter_exit(tools_server: Any) -> None:
+    code = (
+        "import sys; from openenv.sync import environment_factory\n"
+        f"cls = environment_factory({tools_server.url!r}); env = cls(); env.reset(); print(env.add(1, 2))\n"
+    )
+    before = tools_server.active_sessions
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "3"
+    assert "Traceback" not in out.stderr
+    assert tools_server.active_sessions == before
+
+
+# ------------------------------------------------------------------ transformers reads back the declared schema
+
+
+def _transformers_get_json_schema() -> Any:
+    try:
+        return importlib.import_module("transformers.utils").get_json_schema
+    except ImportError:
+        pass
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "transformers"], capture_output=True, text=True, timeout=900
+    )
+    if done.returncode != 0:
+        pytest.skip(f"transformers is not installed and `pip install transformers` failed: {done.stderr[-300:]}")
+    importlib.invalidate_caches()
+    return importlib.import_module("transformers.utils").get_json_schema
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a property schema allows, ignoring null (pydantic's anyOf or transformers' nullable)."""
+    if "anyOf" in schema:
+        return set().union(*(_types(s) for s in schema["anyOf"])) - {"null"}
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return set(kind) - {"null"}
+    if kind is None and "enum" in schema:
+        return {type(v).__name__.replace("str", "string") for v in schema["enum"] if v is not None}
+    return {kind} if kind else set()
+
+
+def _assert_same(generated: dict[str, Any], declared: dict[str, Any], description: str | None = None) -> None:
+    params = generated["parameters"]
+    assert sorted(params["properties"]) == sorted(declared.get("properties", {}))
+    assert sorted(params.get("required", [])) == sorted(declared.get("required", []))
+    for name, prop in declared.get("properties", {}).items():
+        got = params["properties"][name]
+        assert _types(got) == _types(prop), name
+        if "enum" in prop:
+            assert got["enum"] == prop["enum"], name
+        if "description" in prop:
+            assert got["description"] == prop["description"], name
+        else:
+            assert got["description"], name
+        assert bool(got.get("nullable")) == ("null" in json.dumps(prop.get("anyOf", []))), name
+        if "items" in prop:
+            assert got["items"]["type"] == prop["items"]["type"], name
+    if description is not None:
+        assert generated["description"] == description
+
+
+def test_get_json_schema_reads_back_the_declared_tools() -> None:
+    get_json_schema = _transformers_get_json_schema()
+    with EnvServer(GuessEnv, host="127.0.0.1", port=0) as server:
+        cls = sync.environment_factory(server.url)
+        try:
+            env = cls()
+            for tool in cls.tools:
+                generated = get_json_schema(getattr(env, tool.name))["function"]
+                assert generated["name"] == tool.name
+                _assert_same(generated, tool.input_schema, core.split_description(tool.description)[0])
+                assert generated["return"]["type"] == "string"
+        finally:
+            cls.close()
+
+
+def test_get_json_schema_reads_back_the_action(echo_server: Any, counter_server: Any) -> None:
+    get_json_schema = _transformers_get_json_schema()
+    for server in (echo_server, counter_server):
+        cls = sync.environment_factory(server.url)
+        try:
+            generated = get_json_schema(cls().step)["function"]
+            action = json.loads(__import__("httpx").get(server.url + "/schema").text)["action"]
+            action["properties"].pop("metadata")
+            _assert_same(generated, action)
+        finally:
+            cls.close()
+
+
+def test_example_runs_without_trl() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "trl_grpo.py")], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "rewards:" in out.stdout
