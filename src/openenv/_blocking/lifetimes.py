@@ -34,11 +34,14 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from .._core.lifetimes import (
+    FORGET,
+    KILL,
     ProcessRecord,
     decode_record,
     encode_message,
     encode_record,
     parse_start_time,
+    prune_verdict,
     record_name,
 )
 
@@ -52,6 +55,7 @@ __all__ = [
     "list_records",
     "remove_record",
     "kill_group",
+    "prune_processes",
     "RUNTIME_DIR_ENV",
 ]
 
@@ -381,3 +385,29 @@ def lease_container(name: str, session: str, cleanup: Callable[[], None]) -> Lea
     line = encode_message("+", "c", name, session)
     _send(line, remember=True)
     return Lease(token, line, None)
+
+
+def prune_processes(*, everything: bool = False, dry_run: bool = False) -> list[tuple[ProcessRecord, str]]:
+    """Apply ``prune`` to the process registry; return each record with its verdict.
+
+    Verdicts (:mod:`openenv._core.lifetimes`): ``keep`` (its owner is alive),
+    ``forget`` (the process is gone or its PID was reused: only the record is
+    deleted), ``kill`` (its group is ended and the record deleted).  With
+    ``dry_run`` nothing is changed.
+    """
+    current_boot = boot_id()
+    results = []
+    for record in list_records():
+        verdict = prune_verdict(
+            record,
+            start_time_now=process_start_time(record.pid),
+            owner_start_time_now=process_start_time(record.owner_pid),
+            boot_id_now=current_boot,
+            everything=everything,
+        )
+        if not dry_run and verdict in (KILL, FORGET):
+            if verdict == KILL:
+                kill_group(record.pid, record.start_time)
+            remove_record(record.pid, record.start_time)
+        results.append((record, verdict))
+    return results

@@ -7,6 +7,7 @@ try:
     from .shout_environment import ShoutEnvironment
 except ImportError:
     from models import ShoutAction, ShoutObservation
+
     from server.shout_environment import ShoutEnvironment
 
 app = create_app(ShoutEnvironment, ShoutAction, ShoutObservation, env_name="checkout_echo", max_concurrent_envs=4)
