@@ -500,15 +500,33 @@ def _open_target(env_cls: Any, target: str, ready_timeout: float) -> Any:
     return env_cls.from_docker_image(target, ready_timeout=ready_timeout)
 
 
+def _prune_processes(args: argparse.Namespace) -> None:
+    """List (and end) local server processes this library started, from its process registry."""
+    from openenv._blocking.lifetimes import prune_processes
+
+    for record, verdict in prune_processes(everything=args.all, dry_run=args.dry_run):
+        shown = {"keep": "kept (owner alive; --all removes it)", "forget": "already gone (record dropped)"}.get(
+            verdict, "would stop" if args.dry_run else "stopped"
+        )
+        if verdict == "forget" and args.dry_run:
+            shown = "already gone"
+        command = " ".join(record.command)[:60]
+        print(f"process pid={record.pid:<8} owner={record.owner_pid:<8} {command:60} {shown}")
+
+
 def _cmd_prune(args: argparse.Namespace) -> int:
-    """List (and remove) containers this library started that are still around."""
+    """List (and remove) containers and local server processes this library started that are still around."""
     import os
 
     from openenv._blocking import docker as _docker
-    from openenv._core.errors import OpenEnvError
+    from openenv._core.errors import DockerUnavailable, OpenEnvError
 
+    _prune_processes(args)
     try:
         client = _docker.connect_client(30)
+    except DockerUnavailable as exc:
+        print(f"containers skipped: {exc}", file=sys.stderr)
+        return 0
     except OpenEnvError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -768,7 +786,9 @@ examples:
 
 _PRUNE_EPILOG = """\
 Containers started by this library carry the label org.openenv.managed=1 and
-the starting process's PID; prune removes those whose process is gone.
+the starting process's PID; local server processes are recorded with their
+start time and their owner's (a PID alone is never trusted, PIDs get reused).
+prune removes those whose owner process is gone.
 
 examples:
   %(prog)s --dry-run
@@ -903,12 +923,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_prune = commands.add_parser(
         "prune",
-        help="remove containers openenv started whose owner process is gone",
-        description="List, and remove, the containers this library started that are still around.",
+        help="remove containers and local servers openenv started whose owner process is gone",
+        description="List, and remove, the containers and local server processes this library started\n"
+        "that are still around.",
         epilog=_PRUNE_EPILOG,
         formatter_class=raw,
     )
-    p_prune.add_argument("--all", action="store_true", help="also remove containers of live processes")
+    p_prune.add_argument("--all", action="store_true", help="also remove those of live processes")
     p_prune.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p_prune.set_defaults(func=_cmd_prune)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ._core.codec import Codec
 from ._core.errors import (
     CapacityReached,
+    CheckoutNotRunnable,
     ConnectError,
     ConnectTimeout,
     ContainerExited,
@@ -73,6 +74,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Action",
     "CapacityReached",
+    "CheckoutNotRunnable",
     "Codec",
     "ConnectError",
     "ContainerExited",

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import copy
-import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -45,7 +43,7 @@ from .._core.options import (
 from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
-from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 
 if TYPE_CHECKING:
     from .._core.result import StepResult
@@ -378,6 +376,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         env_vars: Mapping[str, str] | None = None,
         port: int | None = None,
         command: Sequence[str] | None = None,
+        install: bool = False,
         ready_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
@@ -386,11 +385,25 @@ class Env(Generic[ActT, ObsT, StateT]):
         * ``"https://owner-name.hf.space"`` or any ``http(s)://``/``ws(s)://``
           URL: connect to the running server (no local resources).  For
           ``*.hf.space`` hosts, ``$HF_TOKEN`` is sent as a bearer token.
-        * a local directory: run its server as a local process on 127.0.0.1
-          (no Docker): ``python -m uvicorn <app>`` with the ``app`` of its
-          ``openenv.yaml`` (default ``server.app:app``), using the checkout's
-          ``.venv`` Python when it has one; ``command`` overrides the command
-          (``{host}`` and ``{port}`` are filled in).
+        * a local directory (an OpenEnv environment checkout: ``openenv.yaml``,
+          ``server/app.py``, ``pyproject.toml``): run its server as a local
+          process on 127.0.0.1 (no Docker), ``<python> -m uvicorn <app> --fd
+          <fd>`` with the ``app`` of its ``openenv.yaml`` (default
+          ``server.app:app``) and a listening socket bound here and handed
+          over.  ``<python>`` is, in this order:
+
+          1. the checkout's own ``.venv/bin/python``;
+          2. with ``install=True`` and no ``.venv``: a ``.venv`` created in
+             the checkout with ``pip install -e <checkout> uvicorn``;
+          3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``;
+          4. the current interpreter, if it can import ``uvicorn`` and the app
+             (tried in a subprocess);
+          5. otherwise :class:`~openenv.CheckoutNotRunnable` says what to do.
+
+          ``command`` replaces all of that: ``{fd}`` is filled in with the
+          listening socket's file descriptor, ``{port}`` with its port (without
+          ``{fd}`` the port is only free a moment before the start: racy) and
+          ``{host}`` with 127.0.0.1.
         * ``"owner/name"``: with ``use_docker`` (default) run the Space's image
           ``<registry>/<subdomain>:<tag>``, pulled when missing (registry:
           ``registry``, else ``$OPENENV_SPACE_REGISTRY``, else
@@ -398,6 +411,29 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         ``provider`` replaces all of that with your own provider.  The other
         arguments are as for :meth:`from_docker_image`.
+
+        A server or container started here is stopped when the client is
+        closed; if it never is, when the interpreter exits; and if the program
+        is killed, by a watcher process within seconds.
+
+        Args:
+            source: a URL, a local checkout directory, or a Space id ``owner/name``.
+            codec: as for ``Env(...)``.
+            use_docker: run a Space's image (``True``) or connect to the hosted Space.
+            provider: your own provider instead.
+            tag: the Space image's tag.
+            registry: the registry of Space images.
+            env_vars: environment variables for the server.
+            port: a fixed host port.
+            command: the server command for a checkout (see above).
+            install: create and fill a checkout's ``.venv`` when it has none.
+            ready_timeout: seconds for the server to become healthy.
+            **options: the connection options of ``Env(...)``.
+
+        Raises:
+            CheckoutNotRunnable: no interpreter can run the checkout.
+            InvalidURL: ``source`` is neither a URL, a directory nor a Space id.
+            ProviderError: the server or container could not be started.
         """
         if provider is None:
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
@@ -412,7 +448,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             if where.kind == "image":
                 provider = DockerProvider(where.target, env_vars=env_vars, port=port)
             else:
-                provider = _checkout_provider(where.target, command, env_vars, port)
+                provider = _checkout_provider(where.target, command, env_vars, port, install)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
     # -- MCP tools -------------------------------------------------------------
@@ -863,12 +899,8 @@ def _checkout_provider(
     command: Sequence[str] | None,
     env_vars: Mapping[str, str] | None,
     port: int | None,
-) -> ProcessProvider:
-    """The process provider for an environment checkout directory."""
-    if command is None:
-        venv_python = os.path.join(directory, ".venv", "bin", "python")
-        python = venv_python if os.path.exists(venv_python) else sys.executable
-        app = checkout_app(directory)
-        command = [python, "-m", "uvicorn", app, "--host", "{host}", "--port", "{port}"]
-    env = {"PYTHONPATH": directory, **(env_vars or {})}
-    return ProcessProvider(command, cwd=directory, env=env, port=port)
+    install: bool = False,
+) -> CheckoutProvider:
+    """The provider for an environment checkout directory (the interpreter is chosen when it starts)."""
+    app = checkout_app(directory)
+    return CheckoutProvider(directory, app=app, command=command, env=env_vars, port=port, install=install)

@@ -18,8 +18,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from .._blocking import checkout as _checkout
 from .._blocking import docker as _docker
+from .._blocking import lifetimes as _lifetimes
 from .._blocking import process as _process
+from .._core.checkout import uvicorn_command
 from .._core.containers import container_labels, new_container_name, new_session_id
 from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
 from .._core.options import VerifyTypes, check_timeout, check_verify
@@ -27,7 +30,7 @@ from .._core.retry import Deadline, backoff
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import run_blocking, run_cleanup, sleep
 
-__all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider"]
+__all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "CheckoutProvider"]
 
 
 @runtime_checkable
@@ -125,7 +128,9 @@ class DockerProvider(ServerProvider):
     The container port is published on ``host`` (127.0.0.1 by default) with a
     port Docker picks, unless ``port`` asks for one.  Every container is named
     and labelled (``org.openenv.managed=1``), so ``python -m openenv prune``
-    can find strays; ``stop`` removes it with force.
+    can find strays; ``stop`` removes it with force.  A container never
+    stopped is removed when the interpreter exits, and by a watcher process
+    (the reaper) if the program is killed.
 
     Args:
         image: the image reference.
@@ -170,6 +175,7 @@ class DockerProvider(ServerProvider):
         self._client: Any = None
         self._lock = threading.Lock()
         self._stopped = False
+        self._lease: _lifetimes.Lease | None = None
 
     def __repr__(self) -> str:
         return f"<DockerProvider {self.image} name={self.name}>"
@@ -193,9 +199,12 @@ class DockerProvider(ServerProvider):
         raise ProviderError(f"{self!r} was stopped while it started")
 
     def _start_container(self) -> Any:
-        client = self._client
-        if client is None:
-            raise ProviderError(f"{self!r} was stopped while it started")
+        with self._lock:
+            client = self._client
+            if client is None:
+                raise ProviderError(f"{self!r} was stopped while it started")
+            # registered by its unique name before it exists: no window where a kill leaks it
+            self._lease = _lifetimes.lease_container(self.name, self.session_id, self._halt)
         info = _docker.start_container(
             client,
             self.image,
@@ -234,31 +243,46 @@ class DockerProvider(ServerProvider):
 
     async def stop(self) -> None:
         """Remove the container (forced) and close the Docker client; idempotent."""
+        await run_cleanup(self._halt)
+
+    def _halt(self) -> None:
+        # blocking, loop-free: also what runs at interpreter exit for a client never closed
         with self._lock:
             self._stopped = True
             client, self._client = self._client, None
-        if client is not None:
-            await run_cleanup(self._remove, client)
-
-    def _remove(self, client: Any) -> None:
+            lease, self._lease = self._lease, None
         try:
-            _docker.remove_container(client, self.container_id or self.name)
+            if client is not None:
+                try:
+                    _docker.remove_container(client, self.container_id or self.name)
+                finally:
+                    client.close()
         finally:
-            client.close()
+            if lease is not None:
+                lease.release()
 
 
 class ProcessProvider(ServerProvider):
-    """Runs an environment server as a child process on a free loopback port (no Docker).
+    """Runs an environment server as a child process on a loopback port (no Docker).
 
     Args:
-        command: the command; ``{host}`` and ``{port}`` in its items are filled in.
+        command: the command.  In its items, ``{fd}`` is replaced with the file
+            descriptor of a listening socket bound here (on ``host`` and
+            ``port``, or a port the kernel picks) and handed to the process,
+            such as ``uvicorn --fd {fd}``: no other program can take the port
+            in between.  ``{port}`` is replaced with the port, and ``{host}``
+            with ``host``; without ``{fd}``, the port is one that was free a
+            moment before the start (racy: another program may take it first).
         cwd: its working directory.
         env: extra environment variables.
         host: the address the server binds (127.0.0.1).
         port: the port (default: a free one).
 
-    The process runs in its own process group; ``stop`` ends the whole group.
-    Its output goes to a temporary file whose tail is attached to errors.
+    The process runs in its own session and process group; ``stop`` ends the
+    whole group.  Its output goes to a temporary file whose tail is attached to
+    errors.  A process never stopped is ended when the interpreter exits, and by
+    a watcher process (the reaper) if the program is killed; while it runs, it
+    is listed in a registry that ``python -m openenv prune`` reads.
     """
 
     def __init__(
@@ -280,9 +304,10 @@ class ProcessProvider(ServerProvider):
         self._child: _process.ChildProcess | None = None
         self._lock = threading.Lock()
         self._stopped = False
+        self._lease: _lifetimes.Lease | None = None
 
     def __repr__(self) -> str:
-        return f"<ProcessProvider {self.command[0]!r} port={self.port}>"
+        return f"<{type(self).__name__} {self.command[0]!r} port={self.port}>"
 
     @classmethod
     def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> ProcessProvider:
@@ -292,19 +317,35 @@ class ProcessProvider(ServerProvider):
 
     async def start(self) -> str:
         """Start the process and return its URL."""
-        if self.port is None:
-            self.port = await run_blocking(_process.free_port, self.host)
-        command = [part.replace("{host}", self.host).replace("{port}", str(self.port)) for part in self.command]
-        await run_blocking(self._spawn, command)
+        await run_blocking(self._spawn)
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def _spawn(self, command: list[str]) -> None:
+    def _spawn(self) -> None:
         # in the worker thread: a cancelled caller still leaves the process where stop() finds it
-        child = _process.start_process(command, cwd=self.cwd, env=self.env)
+        listener = None
+        try:
+            fds: tuple[int, ...] = ()
+            if any("{fd}" in part for part in self.command):
+                listener = _process.bind_listener(self.host, self.port)
+                port = int(listener.getsockname()[1])
+                fds = (listener.fileno(),)
+            else:
+                port = self.port if self.port is not None else _process.free_port(self.host)
+            self.port = port
+            fd = str(fds[0]) if fds else ""
+            command = [
+                part.replace("{host}", self.host).replace("{port}", str(port)).replace("{fd}", fd)
+                for part in self.command
+            ]
+            child = _process.start_process(command, cwd=self.cwd, env=self.env, pass_fds=fds)
+        finally:
+            if listener is not None:  # the server holds its own copy now
+                listener.close()
         with self._lock:
             if not self._stopped:
                 self._child = child
+                self._lease = _lifetimes.lease_process(child.pid, command, self._halt)
                 return
         _process.stop_process(child)
         raise ProviderError(f"{self!r} was stopped while it started")
@@ -325,11 +366,79 @@ class ProcessProvider(ServerProvider):
 
     async def stop(self) -> None:
         """Stop the process group; idempotent."""
+        await run_cleanup(self._halt)
+
+    def _halt(self) -> None:
+        # blocking, loop-free: also what runs at interpreter exit for a client never closed
         with self._lock:
             self._stopped = True
             child, self._child = self._child, None
-        if child is not None:
-            await run_cleanup(_process.stop_process, child)
+            lease, self._lease = self._lease, None
+        try:
+            if child is not None:
+                _process.stop_process(child)
+        finally:
+            if lease is not None:
+                lease.release()
+
+
+class CheckoutProvider(ProcessProvider):
+    """Runs a local OpenEnv environment checkout's server (what ``Env.from_env(directory)`` uses).
+
+    The server is ``<python> -m uvicorn <app> --fd {fd}``, ``app`` from the
+    checkout's ``openenv.yaml`` (default ``server.app:app``), and ``<python>``
+    chosen when it starts, in this order: the checkout's ``.venv/bin/python``;
+    with ``install=True`` and no ``.venv``, one created and filled with
+    ``pip install -e <checkout> uvicorn``; ``uv run --project <checkout>
+    python`` when ``uv`` is on ``PATH``; the current interpreter when it can
+    import ``uvicorn`` and the app.  Otherwise starting raises
+    :class:`~openenv.CheckoutNotRunnable`, which names each remedy.
+
+    Args:
+        directory: the checkout.
+        app: its ASGI app as ``module:attribute``.
+        command: a command to run instead (``{fd}``, ``{port}`` and ``{host}``
+            are filled in as for :class:`ProcessProvider`).
+        env: extra environment variables (``PYTHONPATH`` is the checkout by default).
+        host: the address the server binds (127.0.0.1).
+        port: the port (default: a free one).
+        install: create and fill the checkout's ``.venv`` when it has none.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        app: str = "server.app:app",
+        command: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        install: bool = False,
+    ) -> None:
+        environment = {"PYTHONPATH": directory, **(env or {})}
+        chosen = command if command is not None else ["python"]  # replaced in start()
+        super().__init__(chosen, cwd=directory, env=environment, host=host, port=port)
+        self.directory = directory
+        self.app = app
+        self.install = install
+        self._choose = command is None
+
+    def __repr__(self) -> str:
+        return f"<CheckoutProvider {self.directory!r} port={self.port}>"
+
+    async def start(self) -> str:
+        """Choose the interpreter (see the class), start the server, and return its URL.
+
+        Raises:
+            CheckoutNotRunnable: no interpreter can run the checkout.
+            ProviderError: ``install=True`` failed, or the server could not start.
+        """
+        if self._choose:
+            plan = await run_blocking(_checkout.choose_plan, self.directory, self.app, install=self.install)
+            self.command = uvicorn_command(plan, self.app)
+            self._choose = False
+        return await super().start()
 
 
 def _terminal_progress() -> Callable[[str], None] | None:

@@ -17,7 +17,7 @@ from typing import IO
 
 from .._core.errors import ProviderError
 
-__all__ = ["ChildProcess", "free_port", "start_process", "stop_process", "output_tail"]
+__all__ = ["ChildProcess", "free_port", "bind_listener", "start_process", "stop_process", "output_tail"]
 
 
 @dataclass
@@ -38,10 +38,33 @@ class ChildProcess:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free on ``host`` a moment ago."""
+    """A port that was free on ``host`` a moment ago (racy: prefer :func:`bind_listener`)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def bind_listener(host: str = "127.0.0.1", port: int | None = None) -> socket.socket:
+    """A listening TCP socket on ``host`` (port ``port``, or one the kernel picks) to hand to a server.
+
+    The caller passes its file descriptor to the child (``pass_fds``) and closes
+    its own copy once the child started; no other program can take the port in between.
+
+    Raises:
+        ProviderError: the address cannot be bound (for example the port is taken).
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port or 0))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ProviderError(f"cannot listen on {host}:{port or 0}: {exc.strerror or exc}") from exc
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def start_process(
@@ -49,8 +72,12 @@ def start_process(
     *,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ChildProcess:
-    """Start ``command`` in its own process group, its output in a temporary file."""
+    """Start ``command`` in its own session (so its own process group), its output in a temporary file.
+
+    ``pass_fds`` are file descriptors the child inherits (such as a listening socket).
+    """
     log = tempfile.TemporaryFile(prefix="openenv-server-")
     environment = dict(os.environ)
     environment.update(env or {})
@@ -63,10 +90,14 @@ def start_process(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         log.close()
         raise ProviderError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from exc
+    except BaseException:
+        log.close()
+        raise
     return ChildProcess(popen, log, list(command))
 
 

@@ -330,6 +330,30 @@ class ReadinessTimeout(ProviderError, EnvTimeout):
         return (type(self), (self.message, self.logs))
 
 
+class CheckoutNotRunnable(ProviderError):
+    """No interpreter can run a local environment checkout's server.
+
+    The message names each remedy (the checkout's own ``.venv``, ``uv``,
+    ``install=True``, ``command=[...]``) and the error the current interpreter
+    met when it tried to import the server app.
+
+    Attributes:
+        directory: the checkout.
+        probe_error: the last line of that import error (``""`` when not probed).
+    """
+
+    directory: str
+    probe_error: str
+
+    def __init__(self, message: str, directory: str = "", probe_error: str = "") -> None:
+        self.directory = directory
+        self.probe_error = probe_error
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.directory, self.probe_error))
+
+
 __all__ += [
     "ProviderError",
     "DockerUnavailable",
@@ -337,6 +361,7 @@ __all__ += [
     "PortNotPublished",
     "ContainerExited",
     "ReadinessTimeout",
+    "CheckoutNotRunnable",
 ]
 
 

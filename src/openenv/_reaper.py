@@ -1,0 +1,73 @@
+"""The reaper: removes what its owner started once the owner is gone (``python -m openenv._reaper OWNER_PID``).
+
+Started by :mod:`openenv._blocking.lifetimes` on first use, one per owner
+process, in its own session, with its standard input a pipe from the owner and
+its output on ``/dev/null``.  It reads registration lines (see
+:mod:`openenv._core.lifetimes`) until EOF, which comes when the owner exits or
+is killed (even with SIGKILL).  Then it ends each registered process group
+whose leader still has the recorded start time (a reused PID is never
+signalled), force-removes each registered container that still carries the
+recorded session label, and exits.  After a normal exit of the owner nothing is
+registered any more, and it exits at once.
+
+Standard library only, plus docker-py when there are containers to remove.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def main(argv: list[str]) -> int:
+    from openenv._blocking.lifetimes import kill_group, remove_record
+    from openenv._core.lifetimes import parse_message
+
+    for name in ("SIGINT", "SIGHUP", "SIGTERM"):
+        sig = getattr(signal, name, None)
+        if sig is not None:  # only EOF on the pipe ends it
+            signal.signal(sig, signal.SIG_IGN)
+    containers: dict[str, str] = {}
+    processes: dict[tuple[int, int], None] = {}
+    stream = sys.stdin.buffer
+    for line in stream:
+        message = parse_message(line)
+        if message is None:
+            continue
+        op, kind, first, second = message
+        if kind == "p":
+            key = (int(first), int(second))
+            if op == "+":
+                processes[key] = None
+            else:
+                processes.pop(key, None)
+        elif op == "+":
+            containers[first] = second
+        else:
+            containers.pop(first, None)
+    for pid, start in processes:
+        try:
+            kill_group(pid, start)
+        finally:
+            remove_record(pid, start)
+    if containers:
+        _remove_containers(containers)
+    return 0
+
+
+def _remove_containers(containers: dict[str, str]) -> None:
+    try:
+        from openenv._blocking import docker as _docker
+
+        client = _docker.connect_client(60)
+    except Exception:
+        return
+    try:
+        for name, session in containers.items():
+            _docker._remove_ours_by_name(client, name, session)
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""``python -m openenv prune`` ends stray local servers, found through the process registry, and nothing else."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openenv._blocking import lifetimes
+from openenv._core.lifetimes import ProcessRecord, encode_record, record_name
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "registry"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv(lifetimes.RUNTIME_DIR_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _sleeper(started: list[subprocess.Popen[bytes]]) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen(SLEEPER, start_new_session=True)
+    started.append(proc)
+    start = None
+    while start is None:
+        start = lifetimes.process_start_time(proc.pid)
+    return proc, start
+
+
+def _dead_owner() -> tuple[int, int]:
+    """A PID and start time of a process that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = lifetimes.process_start_time(proc.pid)
+    proc.wait()
+    return proc.pid, start or 1
+
+
+def _write(folder: Path, record: ProcessRecord) -> Path:
+    path = folder / record_name(record.pid, record.start_time)
+    path.write_text(encode_record(record))
+    return path
+
+
+def _prune(*args: str) -> str:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}  # leave containers alone here
+    done = subprocess.run(
+        [sys.executable, "-m", "openenv", "prune", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def test_prune_stops_a_stray_server_whose_owner_is_gone(
+    registry: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    proc, start = _sleeper(sleepers)
+    owner, owner_start = _dead_owner()
+    path = _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), SLEEPER, 0.0))
+
+    out = _prune("--dry-run")
+    assert f"pid={proc.pid}" in out and "would stop" in out
+    assert proc.poll() is None and path.exists()
+
+    out = _prune()
+    assert "stopped" in out
+    assert _wait_exit(proc)
+    assert not path.exists()
+
+
+def test_prune_never_touches_a_process_whose_start_time_differs(
+    registry: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    proc, start = _sleeper(sleepers)
+    owner, owner_start = _dead_owner()
+    path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, lifetimes.boot_id(), SLEEPER))
+    out = _prune("--all")
+    assert "already gone" in out
+    assert not path.exists()  # the stale record is dropped
+    time.sleep(0.2)
+    assert proc.poll() is None  # the process that now has the PID lives on
+    assert lifetimes.kill_group(proc.pid, start + 1) is False
+    assert proc.poll() is None
+
+
+def test_prune_keeps_servers_of_live_owners_unless_all(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    proc, start = _sleeper(sleepers)
+    me = os.getpid()
+    my_start = lifetimes.process_start_time(me)
+    assert my_start is not None
+    path = _write(registry, ProcessRecord(proc.pid, start, me, my_start, lifetimes.boot_id(), SLEEPER))
+    assert "kept" in _prune()
+    assert proc.poll() is None and path.exists()
+    assert "stopped" in _prune("--all")
+    assert _wait_exit(proc)
+    assert not path.exists()
+
+
+def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registry: Path) -> None:
+    from openenv.sync import ProcessProvider
+
+    provider = ProcessProvider([*SLEEPER[:2], "import sys, time; time.sleep(300)", "{port}"])
+    provider._spawn()
+    try:
+        child = provider._child
+        assert child is not None
+        (record,) = lifetimes.list_records()
+        assert record.pid == child.pid and record.owner_pid == os.getpid()
+        assert record.start_time == lifetimes.process_start_time(child.pid)
+    finally:
+        provider._halt()
+    assert lifetimes.list_records() == []
