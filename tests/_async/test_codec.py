@@ -128,3 +128,18 @@ async def test_schema_codec_with_every_constructor(counter_server: Any) -> None:
     assert provider.stopped
     async with await Env.from_schema(counter_server.url, message_timeout=5.0) as env:
         assert (await env.state()).step_count == 0
+
+
+class HookedEnv(Env[Any, Any, Any]):
+    """OpenEnv's way: a subclass overriding the hook; it parses resets too."""
+
+    def _parse_result(self, payload: dict[str, Any]) -> Any:
+        result = super()._parse_result(payload)
+        result.observation = ("hooked", result.observation["count"])
+        return result
+
+
+async def test_subclass_hooks_parse_resets(counter_server: Any) -> None:
+    async with HookedEnv(counter_server.url) as env:
+        assert (await env.reset(start=4)).observation == ("hooked", 4)
+        assert (await env.step({"delta": 1})).observation == ("hooked", 5)

@@ -416,9 +416,10 @@ class Env(Generic[ActT, ObsT, StateT]):
     def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The environment's MCP tools.
 
-        The list is cached per client (and shared with sessions made by
-        :meth:`new_session`, which talk to the same server), as OpenEnv's
-        ``MCPToolClient`` caches it; it is kept across reconnects.  In
+        The list is cached per client, as OpenEnv's ``MCPToolClient`` caches
+        it: it is kept across reconnects (tools belong to the environment
+        class, not to one session), and sessions made by :meth:`new_session`
+        afterwards start with it.  In
         simulation mode it is asked with an ``mcp`` frame, which is not a step
         (or, for servers that take MCP only in ``step``, with the
         ``list_tools`` step action).
