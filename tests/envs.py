@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
 
 from openenv._core.models import Action, Observation, State
 from openenv.server import Environment, tool
+from openenv.server.tools import CallToolAction, ListToolsAction
 
 
 class CounterAction(Action):
@@ -68,6 +71,106 @@ class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
     @property
     def state(self) -> CounterState:
         return self._state
+
+
+class ToolCallObservation(Observation):
+    """What OpenEnv's ``CallToolObservation`` looks like: ``tool_name`` is required."""
+
+    tool_name: str
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+class ScoredToolsEnv(Environment[Action, ToolCallObservation, State]):
+    """An MCP environment that scores tool calls inside the step loop, as OpenEnv MCP environments do.
+
+    ``guess(n)``: each call is a step; ``n == 7`` scores 1.0 and ends the
+    episode, any other guess scores 0.0.  Its ``/schema`` observation is the
+    step's (``tool_name`` required), which its reset observation is not.
+    """
+
+    action_type = Action
+    observation_type = ToolCallObservation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:  # type: ignore[override]
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()))
+        return Observation(metadata={"ready": True})
+
+    def step(self, action: Action) -> ToolCallObservation:
+        self._state.step_count += 1
+        return ToolCallObservation(tool_name="", metadata={"plain_step": True})
+
+    def step_tool(self, action: ListToolsAction | CallToolAction) -> Observation:
+        observation = super().step_tool(action)
+        if isinstance(action, CallToolAction):
+            self._state.step_count += 1
+            result = getattr(observation, "result", None) or {}
+            right = result.get("data") == "right"
+            observation.reward = 1.0 if right else 0.0
+            observation.done = right
+        return observation
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @tool
+    def guess(self, n: int) -> str:
+        """Guess the number."""
+        return "right" if n == 7 else "wrong"
+
+
+# -- an OpenEnv-style client (the shape of an environment's client.py), without openenv-core
+
+ObsT = TypeVar("ObsT")
+ActT = TypeVar("ActT")
+StateT = TypeVar("StateT")
+
+
+@dataclass
+class ReleasedStepResult(Generic[ObsT]):
+    """The released ``openenv.core.client_types.StepResult`` (a dataclass without metadata)."""
+
+    observation: ObsT
+    reward: float | None = None
+    done: bool = False
+
+
+class ReleasedEnvClient(Generic[ActT, ObsT, StateT]):
+    """Stands for ``openenv.core.env_client.EnvClient``: its ``__init__`` would open connections."""
+
+    def __init__(self, base_url: str) -> None:
+        raise AssertionError("an adopted client's __init__ must never run")
+
+
+class CounterClient(ReleasedEnvClient[CounterAction, CounterObservation, CounterState]):
+    """An environment's ``client.py`` in OpenEnv's shape, for ``CounterEnv``."""
+
+    def _step_payload(self, action: CounterAction) -> dict[str, Any]:
+        return {"delta": action.delta}
+
+    def _parse_result(self, payload: dict[str, Any]) -> ReleasedStepResult[CounterObservation]:
+        obs = payload.get("observation", {})
+        observation = CounterObservation(
+            count=obs["count"],
+            note=obs.get("note", ""),
+            done=payload.get("done", False),
+            reward=payload.get("reward"),
+            metadata=obs.get("metadata", {}),
+        )
+        return ReleasedStepResult(
+            observation=observation, reward=payload.get("reward"), done=payload.get("done", False)
+        )
+
+    def _parse_state(self, payload: dict[str, Any]) -> CounterState:
+        return CounterState(
+            episode_id=payload.get("episode_id"), step_count=payload.get("step_count", 0), total=payload["total"]
+        )
 
 
 class ScriptServer:
@@ -152,6 +255,10 @@ class WalkEnv(Environment[WalkAction, WalkObservation, State]):
         done = self._position >= self.GOAL
         return WalkObservation(position=self._position, reward=1.0 if done else 0.0, done=done)
 
+    @property
+    def state(self) -> State:
+        return self._state
+
 
 class GuessObservation(Observation):
     prompt: str = ""
@@ -196,37 +303,6 @@ class GuessEnv(Environment[Action, GuessObservation, State]):
     def state(self) -> State:
         return self._state
 
-
-class ChessAction(Action):
-    """A move in coordinate notation: no default can be built for it."""
-
-    move: str = Field(pattern=r"^[a-h][1-8][a-h][1-8]$", description="from and to squares, e.g. e2e4")
-    promotion: Literal["q", "r", "b", "n"] | None = None
-
-
-class ChessEnv(Environment[ChessAction, WalkObservation, State]):
-    """Accepts any well-formed move (the CLI test only needs its schema and validation)."""
-
-    action_type = ChessAction
-    observation_type = WalkObservation
-    state_type = State
-    SUPPORTS_CONCURRENT_SESSIONS = True
-
-    def __init__(self) -> None:
-        self._state = State()
-
-    def reset(self, seed: int | None = None, episode_id: str | None = None) -> WalkObservation:
-        self._state = State(episode_id=episode_id or "chess", step_count=0)
-        return WalkObservation()
-
-    def step(self, action: ChessAction) -> WalkObservation:
-        self._state.step_count += 1
-        return WalkObservation(position=self._state.step_count, reward=0.0)
-
-    @property
-    def state(self) -> State:
-        return self._state
-
     @tool
     def guess(self, number: int = Field(description="Your guess, from 1 to 10.")) -> str:  # noqa: B008 - pydantic field info
         """Guess the secret number.
@@ -263,3 +339,34 @@ class ChessEnv(Environment[ChessAction, WalkObservation, State]):
             weight: how much to weigh the query.
         """
         return {"query": query, "mode": mode, "limit": limit, "tags": tags, "weight": weight, "verbose": verbose}
+
+
+class ChessAction(Action):
+    """A move in coordinate notation: no default can be built for it."""
+
+    move: str = Field(pattern=r"^[a-h][1-8][a-h][1-8]$", description="from and to squares, e.g. e2e4")
+    promotion: Literal["q", "r", "b", "n"] | None = None
+
+
+class ChessEnv(Environment[ChessAction, WalkObservation, State]):
+    """Accepts any well-formed move (the CLI test only needs its schema and validation)."""
+
+    action_type = ChessAction
+    observation_type = WalkObservation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None) -> WalkObservation:
+        self._state = State(episode_id=episode_id or "chess", step_count=0)
+        return WalkObservation()
+
+    def step(self, action: ChessAction) -> WalkObservation:
+        self._state.step_count += 1
+        return WalkObservation(position=self._state.step_count, reward=0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state

@@ -6,7 +6,6 @@ import json
 import pickle
 from typing import Any
 
-import pydantic
 import pytest
 
 from openenv._core import frames
@@ -19,7 +18,10 @@ from openenv.sync import (
     CapacityReached,
     Codec,
     ExecutionError,
+    InvalidAction,
+    InvalidActionType,
     InvalidURL,
+    ParseError,
     ProtocolError,
     ServerError,
     ServerValidationError,
@@ -104,8 +106,12 @@ def test_encode_frames() -> None:
     assert json.loads(frames.CLOSE_FRAME) == {"type": "close"}
     request = {"jsonrpc": "2.0", "method": "tools/list", "id": 1}
     assert json.loads(frames.encode_mcp(request)) == {"type": "mcp", "data": request}
-    with pytest.raises(TypeError, match="JSON"):
+    with pytest.raises(InvalidActionType, match="JSON"):
         frames.encode_step({"x": object()})
+    with pytest.raises(InvalidActionType, match="JSON"):
+        frames.encode_step({"x": {1, 2}})
+    with pytest.raises(InvalidAction, match="NaN"):
+        frames.encode_step({"x": float("nan")})
     with pytest.raises(TypeError, match="dict"):
         frames.encode_step(["not", "a", "dict"])  # type: ignore[arg-type]
 
@@ -192,17 +198,18 @@ def test_generic_codec_passes_dicts_and_dumps_models() -> None:
 def test_typed_codec() -> None:
     codec: Codec[Any, Any, Any] = Codec(action=EchoAction, observation=EchoObservation, state=State)
     assert codec._step_payload({"message": "m"}) == {"metadata": {}, "message": "m"}
-    with pytest.raises(pydantic.ValidationError):
+    with pytest.raises(InvalidAction):
         codec._step_payload({"message": 3, "nope": 1})
-    with pytest.raises(TypeError, match="EchoAction"):
+    with pytest.raises(InvalidActionType, match="EchoAction"):
         codec._step_payload(State())
     result = codec._parse_result(
         {"observation": {"echoed_message": "m", "message_length": 1, "metadata": {}}, "reward": 0.1, "done": True}
     )
     assert isinstance(result, StepResult) and isinstance(result.observation, EchoObservation)
     assert (result.observation.done, result.observation.reward, result.done) == (True, 0.1, True)
-    with pytest.raises(ProtocolError, match="EchoObservation"):
+    with pytest.raises(ParseError, match="EchoObservation") as info:
         codec._parse_result({"observation": {"unexpected": 1}, "done": False})
+    assert (info.value.kind, info.value.payload) == ("observation", {"observation": {"unexpected": 1}, "done": False})
     state = codec._parse_state({"episode_id": "e", "step_count": 1, "extra": 5})
     assert isinstance(state, State) and state.model_extra == {"extra": 5}
     assert "EchoAction" in repr(codec)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pydantic
 import pytest
 
 from openenv._core import mcp
 from openenv._core.schema import model_from_schema
-from openenv.sync import Codec, ProtocolError, Tool, ToolError, ToolNotFound, ToolResult
+from openenv.sync import Codec, InvalidAction, ProtocolError, Tool, ToolError, ToolNotFound, ToolResult
 
 
 def test_tool_accepts_both_key_spellings() -> None:
@@ -124,7 +123,7 @@ def test_codec_from_schema_validates_actions() -> None:
         {"direction": "n", "bogus": 1},
         {},
     ):
-        with pytest.raises(pydantic.ValidationError):
+        with pytest.raises(InvalidAction):
             codec._step_payload(bad)
     result = codec._parse_result({"observation": {"pos": 3, "extra": True}, "reward": 1, "done": False})
     assert result.observation.pos == 3  # received models accept extra keys

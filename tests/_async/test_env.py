@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pydantic
 import pytest
 
 from openenv.aio import (
@@ -16,6 +15,7 @@ from openenv.aio import (
     Env,
     EnvClosed,
     ExecutionError,
+    InvalidAction,
     InvalidURL,
     MessageTimeout,
     MessageTooLarge,
@@ -86,8 +86,9 @@ async def test_typed_codec(echo_server: Any) -> None:
 async def test_typed_codec_validates_before_sending(echo_server: Any) -> None:
     async with Env(echo_server.url, codec=ECHO) as env:
         await env.reset()
-        with pytest.raises(pydantic.ValidationError):
+        with pytest.raises(InvalidAction) as info:
             await env.step({"mesage": "typo"})
+        assert {e["loc"][0] for e in info.value.errors} == {"message", "mesage"}
         result = await env.step({"message": "ok"})
         assert result.observation.echoed_message == "ok"
         assert (await env.state()).step_count == 1

@@ -270,7 +270,7 @@ async def test_tls_verify_with_a_ca_bundle_or_context(tls_server: Any, tls_files
         child = await env.new_session()  # same options
         assert (await child.step({"delta": 2})).observation["count"] == 2
     async with await Env.from_schema(tls_server.url, verify=verify) as env:  # GET /schema over https, then wss
-        assert (await env.step({"delta": 3})).observation.count == 3  # type: ignore[attr-defined]
+        assert (await env.step({"delta": 3})).observation.count == 3
 
 
 async def test_tls_verify_reaches_health_checks_and_production_mcp(
@@ -296,12 +296,12 @@ async def test_ssl_cert_file_serves_the_websocket_and_the_http_calls(
 ) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", tls_files.ca)
     async with await Env.from_schema(tls_server.url) as env:  # verify=True: GET /schema and wss
-        assert (await env.reset(start=6)).observation.count == 6  # type: ignore[attr-defined]
+        assert (await env.reset(start=6)).observation.count == 6
 
 
 async def test_verify_false_skips_the_check(tls_server: Any) -> None:
     async with await Env.from_schema(tls_server.url, verify=False) as env:
-        assert (await env.reset(start=5)).observation.count == 5  # type: ignore[attr-defined]
+        assert (await env.reset(start=5)).observation.count == 5
 
 
 async def test_bad_verify_values_are_refused(counter_server: Any, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pydantic
 import pytest
 
 from openenv.sync import (
@@ -16,6 +15,7 @@ from openenv.sync import (
     Env,
     EnvClosed,
     ExecutionError,
+    InvalidAction,
     InvalidURL,
     MessageTimeout,
     MessageTooLarge,
@@ -86,8 +86,9 @@ def test_typed_codec(echo_server: Any) -> None:
 def test_typed_codec_validates_before_sending(echo_server: Any) -> None:
     with Env(echo_server.url, codec=ECHO) as env:
         env.reset()
-        with pytest.raises(pydantic.ValidationError):
+        with pytest.raises(InvalidAction) as info:
             env.step({"mesage": "typo"})
+        assert {e["loc"][0] for e in info.value.errors} == {"message", "mesage"}
         result = env.step({"message": "ok"})
         assert result.observation.echoed_message == "ok"
         assert (env.state()).step_count == 1

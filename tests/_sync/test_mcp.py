@@ -3,15 +3,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from openenv.sync import ConnectError, Env, Tool, ToolError, ToolNotFound, ToolResult
+from openenv.sync import (
+    Codec,
+    ConnectError,
+    Env,
+    InvalidActionType,
+    Observation,
+    ServerValidationError,
+    Tool,
+    ToolError,
+    ToolNotFound,
+    ToolResult,
+)
 from openenv.server import EnvServer
 from openenv.server.echo import EchoEnvironment
 from openenv.server.tools_demo import ToolsDemoEnvironment
+
+from ..envs import ScoredToolsEnv, ToolCallObservation
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +45,7 @@ def test_list_and_call_tools(tools_server: Any) -> None:
         assert isinstance(result, ToolResult)
         assert (result.data, result.text, result.is_error) == (42, "42", False)
         assert result.structured_content == {"result": 42}
-        assert result.reward is None
+        assert (result.reward, result.done) == (None, False)  # a step the demo does not score
 
 
 def test_argument_called_name(tools_server: Any) -> None:
@@ -40,13 +54,65 @@ def test_argument_called_name(tools_server: Any) -> None:
         assert result.data == "Hello, Ada?"
 
 
-def test_tool_calls_are_not_steps(tools_server: Any) -> None:
+def test_tool_calls_are_steps_listing_is_not(tools_server: Any) -> None:
     with Env(tools_server.url) as env:
         env.reset()
-        env.call_tool("add", a=1, b=1)
+        env.list_tools()  # an mcp frame: not a step
+        assert (env.state())["step_count"] == 0
+        env.call_tool("add", a=1, b=1)  # the call_tool step action, as OpenEnv's client sends it
         state = env.state()
-        assert state["step_count"] == 0  # mcp frames do not call step
-        assert state["tool_calls"] == 1  # but they run against this session's environment
+        assert state["step_count"] == 1
+        assert state["tool_calls"] == 1  # against this session's environment
+
+
+def test_call_tool_carries_the_steps_reward_and_done(server_factory: Callable[..., Any]) -> None:
+    server = server_factory(ScoredToolsEnv, max_sessions=2)
+    with Env(server.url) as env:
+        env.reset()
+        wrong = env.call_tool("guess", n=3)
+        assert (wrong.data, wrong.reward, wrong.done) == ("wrong", 0.0, False)
+        right = env.call_tool("guess", n=7)
+        assert (right.data, right.text, right.is_error) == ("right", "right", False)
+        assert (right.reward, right.done) == (1.0, True)
+        assert (env.state())["step_count"] == 2
+
+
+def test_call_tool_sends_the_step_action(script_server: Callable[..., Any]) -> None:
+    def reply(frame: str) -> str:
+        observation = {"tool_name": "add", "result": {"data": 3, "content": [], "is_error": False}, "error": None}
+        return json.dumps({"type": "observation", "data": {"observation": observation, "reward": 0.5, "done": True}})
+
+    server = script_server(reply)
+    with Env(server.url) as env:
+        result = env.call_tool("add", a=1, b=2)
+        assert (result.data, result.reward, result.done) == (3, 0.5, True)
+        assert json.loads(server.received[-1]) == {
+            "type": "step",
+            "data": {"type": "call_tool", "tool_name": "add", "arguments": {"a": 1, "b": 2}},
+        }
+        assert env._episode  # a step: the episode is in progress for the session bookkeeping
+        with pytest.raises(InvalidActionType):  # not JSON: refused before sending
+            env.call_tool("add", a={1, 2})
+        assert len(server.received) == 1
+
+
+def test_list_tools_is_cached_per_client(script_server: Callable[..., Any]) -> None:
+    def reply(frame: str) -> str:
+        request = json.loads(frame)["data"]
+        tools = [{"name": "add", "inputSchema": {"type": "object"}}]
+        return json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": request["id"], "result": {"tools": tools}}})
+
+    server = script_server(reply)
+    with Env(server.url) as env:
+        assert [t.name for t in env.list_tools()] == ["add"]
+        assert [t.name for t in env.list_tools()] == ["add"]
+        assert (env.get_tool("add")).name == "add"
+        assert len(server.received) == 1  # asked once
+        env.list_tools(use_cache=False)
+        assert len(server.received) == 2
+        child = env.new_session()
+        child.list_tools()  # the same server: the same tools
+        assert len(server.received) == 2
 
 
 def test_tool_errors_are_raised(tools_server: Any) -> None:
@@ -80,7 +146,29 @@ def test_no_mcp_support_is_an_error_not_an_empty_list(echo_server: Any) -> None:
             env.list_tools()
         assert info.value.code == -32603
         assert "does not support MCP" in info.value.message
+        with pytest.raises(ServerValidationError):  # the call_tool step action is not an EchoAction
+            env.call_tool("add", a=1)
         env.reset()  # the session is still usable
+
+
+def test_from_schema_resets_an_mcp_environment(server_factory: Callable[..., Any]) -> None:
+    server = server_factory(ScoredToolsEnv, max_sessions=2)
+    with Env.from_schema(server.url) as env:
+        result = env.reset()  # the reset observation is not the schema's CallToolObservation
+        assert result.observation.metadata == {"ready": True}
+        assert result.observation.done is False
+        assert (env.call_tool("guess", n=7)).reward == 1.0
+        assert (env.state()).step_count == 1
+
+
+def test_typed_reset_observation(server_factory: Callable[..., Any]) -> None:
+    server = server_factory(ScoredToolsEnv, max_sessions=2)
+    codec: Codec[Any, Any, Any] = Codec(observation=ToolCallObservation, reset_observation=Observation)
+    with Env(server.url, codec=codec) as env:
+        reset = env.reset()
+        assert type(reset.observation) is Observation and reset.observation.metadata == {"ready": True}
+        step = env.step({})
+        assert isinstance(step.observation, ToolCallObservation) and step.observation.metadata == {"plain_step": True}
 
 
 def test_production_mode_needs_post_mcp(tools_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -407,3 +407,44 @@ class ToolNotFound(ToolError, LookupError):
 
 
 __all__ += ["ToolError", "ToolNotFound"]
+
+
+class ParseError(OpenEnvError, ValueError):
+    """A reply arrived but the client's codec could not parse it.
+
+    The server did the work (the step happened, the state was read), so the
+    connection stays open and the session stays in step with the server: the
+    next call works as usual.  The raw reply is kept.
+
+    Attributes:
+        payload: the ``data`` object of the reply, as the server sent it.
+        kind: ``"observation"`` (a ``reset``/``step`` reply) or ``"state"``.
+    """
+
+    def __init__(self, message: str, *, payload: Mapping[str, Any] | None = None, kind: str = "observation") -> None:
+        super().__init__(message)
+        self.message = message
+        self.payload: dict[str, Any] = dict(payload or {})
+        self.kind = kind
+
+
+class InvalidAction(OpenEnvError, ValueError):
+    """An action was refused by the client before anything was sent.
+
+    Attributes:
+        errors: pydantic's error list (``ValidationError.errors()``) when the
+            action failed validation against the codec's action model, else ``[]``.
+    """
+
+    def __init__(self, message: str, *, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errors: list[Any] = list(errors or [])
+
+
+class InvalidActionType(InvalidAction, TypeError):
+    """The action is of the wrong type: not a dict or a model of the codec's action union,
+    or a dict holding values JSON cannot carry (a ``set``, an object)."""
+
+
+__all__ += ["ParseError", "InvalidAction", "InvalidActionType"]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import MessageTooLarge, ProtocolError, error_from_frame
+from .errors import InvalidAction, InvalidActionType, MessageTooLarge, ProtocolError, error_from_frame
 from .result import StepResult
 
 __all__ = [
@@ -35,6 +35,8 @@ STATE_FRAME = '{"type":"state"}'
 CLOSE_FRAME = '{"type":"close"}'
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# actions must be strict JSON: NaN/Infinity are not JSON, and servers refuse them
+_dumps_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _loads = json.loads
 
 
@@ -51,10 +53,21 @@ def encode_reset(kwargs: Mapping[str, Any]) -> str:
 
 
 def encode_step(action: Mapping[str, Any]) -> str:
-    """The ``step`` frame carrying the action object itself."""
+    """The ``step`` frame carrying the action object itself.
+
+    Raises:
+        InvalidActionType: ``action`` is not a dict, or holds a value JSON
+            cannot carry (a ``set``, an arbitrary object, a non-string key).
+        InvalidAction: it holds ``NaN``/``Infinity`` or a circular reference.
+    """
     if type(action) is not dict and not isinstance(action, Mapping):
-        raise TypeError(f"an action payload must be a JSON object (dict), not {type(action).__name__}")
-    return _encode("step", action)
+        raise InvalidActionType(f"an action payload must be a JSON object (dict), not {type(action).__name__}")
+    try:
+        return _dumps_strict({"type": "step", "data": action})
+    except TypeError as exc:
+        raise InvalidActionType(f"the action cannot be sent as JSON: {exc}") from None
+    except ValueError as exc:
+        raise InvalidAction(f"the action cannot be sent as JSON: {exc} (NaN and Infinity are not JSON)") from None
 
 
 def encode_mcp(request: Mapping[str, Any]) -> str:

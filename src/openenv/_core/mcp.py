@@ -3,16 +3,19 @@
 Three transports carry the same two methods, ``tools/list`` and ``tools/call``
 (protocol §7):
 
-* **``mcp`` frames on the session WebSocket** (simulation mode, the default):
+* **the step loop** (simulation mode, the default): ``{"type":"call_tool",
+  "tool_name":..., "arguments":{...}}`` and ``{"type":"list_tools"}`` actions
+  in ordinary ``step`` frames.  These are real steps (the environment counts
+  and scores them; they carry ``reward``/``done``).  Clients send every
+  ``call_tool`` this way, as OpenEnv's ``MCPToolClient`` does, and
+  ``list_tools`` only as a fallback (see below).
+* **``mcp`` frames on the session WebSocket** (simulation mode):
   ``{"type":"mcp","data":<JSON-RPC request>}`` answered by ``{"type":"mcp",
   "data":<JSON-RPC response>}`` against the session's own environment.  The
   environment's ``step`` is *not* called: no reward, ``step_count`` unchanged.
-* **the step loop**: ``{"type":"list_tools"}`` and ``{"type":"call_tool",
-  "tool_name":..., "arguments":{...}}`` actions in ordinary ``step`` frames.
-  These are real steps (they count, and carry ``reward``/``done``).  Clients
-  use them only as a fallback, when the server answers ``mcp`` frames with
-  ``-32603 Environment does not support MCP`` (OpenEnv 0.3.0 with an
-  environment that handles MCP actions only in ``step``).
+  Clients list tools this way; when the server answers ``-32603 Environment
+  does not support MCP`` (OpenEnv 0.3.0 with an environment that handles MCP
+  actions only in ``step``) they use the ``list_tools`` step action instead.
 * **HTTP ``POST /mcp``** (production mode): one JSON-RPC request per call,
   with ``params.session_id`` naming the session.
 

@@ -222,3 +222,26 @@ def models_from_schema(schema: Mapping[str, Any]) -> SchemaModels:
                 f"({type(exc).__name__}: {str(exc)[:300]}); use Env(...) without a schema codec"
             ) from None
     return parts[0], parts[1], parts[2]
+
+
+class _BaseObservation(BaseModel):
+    """A permissive observation: ``done``, ``reward``, ``metadata`` and every other key kept as an extra."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    done: bool = False
+    reward: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def permissive_observation() -> type[BaseModel]:
+    """The model a schema codec falls back to for a reset observation of another shape.
+
+    An MCP environment's ``/schema`` describes its step observation
+    (``CallToolObservation``: ``tool_name`` required), which its ``reset``
+    does not return; this model takes any observation object.
+    """
+    return _BaseObservation
+
+
+__all__ += ["permissive_observation"]

@@ -42,8 +42,9 @@ class ToolResult(BaseModel):
         is_error: whether the tool reported an error as its result (tools that
             *raise* give a :class:`~openenv.ToolError` instead).
         meta: the server's ``meta`` object, if any.
-        reward, done: only for calls made through the step loop (a real step):
-            the step's reward and done flag; ``None``/``False`` otherwise.
+        reward, done: for calls made through the step loop (every call in
+            simulation mode: a real step), the step's reward and done flag;
+            ``None``/``False`` otherwise (production mode).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)

@@ -14,7 +14,7 @@ from typing_extensions import Self, TypeVar, Unpack
 from websockets.exceptions import ConnectionClosed
 
 from .._core import frames, mcp
-from .._core.codec import GENERIC, Codec
+from .._core.codec import Codec, as_codec
 from .._core.errors import (
     CapacityReached,
     ConnectError,
@@ -68,7 +68,13 @@ class Env(Generic[ActT, ObsT, StateT]):
     Args:
         base_url: the server, as ``http(s)://`` or ``ws(s)://`` (a trailing
             ``/ws``, path prefixes and query strings are handled).
-        codec: how actions, observations and state look (``None``: plain dicts).
+        codec: how actions, observations and state look: a
+            :class:`~openenv.Codec`, an environment's OpenEnv ``EnvClient``
+            subclass (its ``client.py`` class, adopted unchanged with
+            :meth:`~openenv.Codec.from_client`), or ``None`` for plain dicts.
+            For a codec built from the server's ``GET /schema``, use
+            :meth:`from_schema` or ``from_env(..., codec="schema")``
+            (``Env(...)`` itself does no IO).
         connect_timeout: seconds to open the WebSocket (``None``: no limit).
         message_timeout: seconds to wait for each reply (``None``: no limit).
             When it runs out the session is lost (see :class:`~openenv.MessageTimeout`).
@@ -103,7 +109,13 @@ class Env(Generic[ActT, ObsT, StateT]):
     (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
     wrong type raises :class:`~openenv.ProtocolError`, and a connection lost in
     the middle of an episode raises :class:`~openenv.SessionLost` instead of
-    silently continuing in a fresh, un-reset session.
+    silently continuing in a fresh, un-reset session.  A reply the codec
+    cannot parse raises :class:`~openenv.ParseError` (with the raw reply) and
+    leaves the session as it is; an action the codec refuses raises
+    :class:`~openenv.InvalidAction` before anything is sent.
+
+    Raises:
+        TypeError: ``codec`` is none of the above (or ``"schema"``).
     """
 
     _endpoints: Any
@@ -114,7 +126,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         self,
         base_url: str,
         *,
-        codec: Codec[ActT, ObsT, StateT] | None = None,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
         connect_timeout: float | None = 10.0,
         message_timeout: float | None = 60.0,
         max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
@@ -137,8 +149,9 @@ class Env(Generic[ActT, ObsT, StateT]):
             compression=compression,
             verify=verify,
         )
-        self._codec = codec if codec is not None else GENERIC
+        self._codec = as_codec(codec)
         self._provider: Provider | None = None
+        self._tools_cache: list[Tool] | None = None
         self._resources = ExitStack()
         self._reset_connection_state()
 
@@ -282,7 +295,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         provider: Provider,
         *,
-        codec: Codec[ActT, ObsT, StateT] | None = None,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         ready_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
@@ -295,7 +308,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         Args:
             provider: any object with ``start``, ``wait_until_ready`` and ``stop``
                 (see :class:`~openenv.providers.Provider`).
-            codec: as for ``Env(...)``.
+            codec: as for ``Env(...)``, or ``"schema"``: a codec built from
+                the server's ``GET /schema`` once it is ready (:meth:`~openenv.Codec.from_schema`).
             ready_timeout: seconds for the server to answer ``GET /health``
                 (``None`` or ``inf``: no limit).
             **options: the connection options of ``Env(...)``; ``verify`` also
@@ -311,7 +325,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         try:
             base_url = provider.start()
             provider.wait_until_ready(base_url, ready_timeout)
-            env = cls(base_url, codec=codec, **options)
+            resolved = _schema_codec(codec, base_url, options)
+            env = cls(base_url, codec=resolved, **options)
         except BaseException:
             provider.stop()
             raise
@@ -329,7 +344,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         image: str,
         *,
-        codec: Codec[ActT, ObsT, StateT] | None = None,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         env_vars: Mapping[str, str] | None = None,
         run_options: Mapping[str, Any] | None = None,
         port: int | None = None,
@@ -347,7 +362,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             image: the image reference, such as ``"echo-env:latest"``.
-            codec: as for ``Env(...)``.
+            codec: as for :meth:`from_provider` (``"schema"`` included).
             env_vars: environment variables for the container.
             run_options: extra docker-py ``containers.create`` options
                 (``mem_limit``, ``nano_cpus``, ``volumes``, ...).
@@ -368,7 +383,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         cls,
         source: str,
         *,
-        codec: Codec[ActT, ObsT, StateT] | None = None,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         use_docker: bool = True,
         provider: Provider | None = None,
         tag: str = "latest",
@@ -418,7 +433,8 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             source: a URL, a local checkout directory, or a Space id ``owner/name``.
-            codec: as for ``Env(...)``.
+            codec: as for ``Env(...)``, or ``"schema"``: typed from the server's
+                ``GET /schema`` once it is ready (see :meth:`from_schema`).
             use_docker: run a Space's image (``True``) or connect to the hosted Space.
             provider: your own provider instead.
             tag: the Space image's tag.
@@ -439,7 +455,8 @@ class Env(Generic[ActT, ObsT, StateT]):
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
-                env = cls(where.target, codec=codec, **options)
+                resolved = _schema_codec(codec, where.target, options)
+                env = cls(where.target, codec=resolved, **options)
                 try:
                     return env.connect()
                 except BaseException:
@@ -453,12 +470,13 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     # -- MCP tools -------------------------------------------------------------
     #
-    # Simulation mode (default): JSON-RPC in ``mcp`` frames on the session's own
-    # WebSocket; the environment's step is not called (no reward, step_count
-    # unchanged).  If the server answers ``-32603 Environment does not support
-    # MCP`` (OpenEnv 0.3.0 with an environment that takes MCP actions only in
-    # ``step``), the client falls back, for the rest of the session, to the
-    # step-loop actions ``list_tools``/``call_tool``, which are real steps.
+    # Simulation mode (default), as OpenEnv's MCPToolClient: call_tool is the
+    # step-loop action ``call_tool`` (a real step: reward, done, step_count).
+    # list_tools asks with a JSON-RPC ``mcp`` frame on the session's own
+    # WebSocket (no step); if the server answers ``-32603 Environment does not
+    # support MCP`` (OpenEnv 0.3.0 with an environment that takes MCP actions
+    # only in ``step``), it uses the ``list_tools`` step action instead, for
+    # the rest of the session.  Tools are cached per client.
     # Production mode: ``POST /mcp`` with ``params.session_id`` of a session
     # made by ``openenv/session/create`` that the WebSocket attaches to with
     # ``/ws?session_id=`` (protocol §7.4); closed with ``openenv/session/close``.
@@ -468,14 +486,33 @@ class Env(Generic[ActT, ObsT, StateT]):
         """``"simulation"`` or ``"production"`` (read-only)."""
         return self._mode
 
-    def list_tools(self) -> list[Tool]:
+    def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The environment's MCP tools.
+
+        The list is cached per client, as OpenEnv's ``MCPToolClient`` caches
+        it: it is kept across reconnects (tools belong to the environment
+        class, not to one session), and sessions made by :meth:`new_session`
+        afterwards start with it.  In
+        simulation mode it is asked with an ``mcp`` frame, which is not a step
+        (or, for servers that take MCP only in ``step``, with the
+        ``list_tools`` step action).
+
+        Args:
+            use_cache: return the cached list when there is one; ``False``
+                asks the server again (and refreshes the cache).
 
         Raises:
             ToolError: the server refused (``code`` and ``data`` from its
                 JSON-RPC error), e.g. ``-32603`` when the environment has no
                 MCP support at all.  Never an empty list in place of an error.
         """
+        if use_cache and self._tools_cache is not None:
+            return list(self._tools_cache)
+        tools = self._fetch_tools()
+        self._tools_cache = tools
+        return list(tools)
+
+    def _fetch_tools(self) -> list[Tool]:
         if self._mode == PRODUCTION:
             return mcp.parse_tools(self._mcp_http(mcp.LIST_TOOLS, {}))
         if not self._mcp.via_step:
@@ -485,6 +522,7 @@ class Env(Generic[ActT, ObsT, StateT]):
                 if not mcp.is_unsupported(exc):
                     raise
                 observation, _ = self._mcp_step(mcp.list_tools_action(), exc)
+                self._mcp.via_step = True  # this server answers tools only through the step loop
                 return mcp.parse_step_tools(observation)
         observation, _ = self._mcp_step(mcp.list_tools_action(), None)
         return mcp.parse_step_tools(observation)
@@ -492,28 +530,29 @@ class Env(Generic[ActT, ObsT, StateT]):
     def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
         """Call the tool ``name`` with ``arguments`` (an argument may itself be called ``name``).
 
-        Returns a :class:`~openenv.ToolResult`: ``data`` is the decoded return
-        value, ``content`` the MCP content items (``texts``/``text`` for their
-        text), ``structured_content`` and ``is_error`` as the server sent them.
-        Calls made through the step loop also carry the step's ``reward`` and
-        ``done``.
+        In simulation mode (default) the call is the step action
+        ``{"type": "call_tool", "tool_name": name, "arguments": {...}}``, as
+        OpenEnv's ``MCPToolClient`` sends it: a real step, which the
+        environment may count and score; the episode is then in progress.  In
+        production mode it is a ``tools/call`` over ``POST /mcp`` (no step).
+
+        Returns:
+            A :class:`~openenv.ToolResult`: ``data`` is the decoded return
+            value, ``content`` the MCP content items (``texts``/``text`` for
+            their text), ``structured_content`` and ``is_error`` as the server
+            sent them, and (simulation mode) the step's ``reward`` and ``done``.
 
         Raises:
             ToolNotFound: the server does not know the tool.
             ToolError: the tool raised, or the server refused the call.
+            ServerValidationError: (simulation mode) the environment takes no
+                ``call_tool`` step actions (it has no MCP tools).
+            InvalidAction: an argument cannot be sent as JSON (nothing was sent).
         """
-        params = {"name": name, "arguments": arguments}
         if self._mode == PRODUCTION:
+            params = {"name": name, "arguments": arguments}
             return mcp.parse_tool_result(self._mcp_http(mcp.CALL_TOOL, params, tool=name))
-        unsupported: ToolError | None = None
-        if not self._mcp.via_step:
-            try:
-                return mcp.parse_tool_result(self._mcp_frame(mcp.CALL_TOOL, params, tool=name))
-            except ToolError as exc:
-                if not mcp.is_unsupported(exc):
-                    raise
-                unsupported = exc
-        observation, result = self._mcp_step(mcp.call_tool_action(name, arguments), unsupported)
+        observation, result = self._mcp_step(mcp.call_tool_action(name, arguments), None)
         return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done)
 
     def get_tool(self, name: str) -> Tool:
@@ -530,38 +569,24 @@ class Env(Generic[ActT, ObsT, StateT]):
         raise ToolNotFound(f"the environment has no tool {name!r} (tools: {known})", tool=name)
 
     @classmethod
-    def from_schema(cls, base_url: str, **options: Unpack[EnvOptions]) -> Self:
+    def from_schema(cls, target: str, **kwargs: Any) -> Env[Any, Any, Any]:
         """A connected client typed from the server's ``GET /schema``.
 
-        The ``action``, ``observation`` and ``state`` JSON Schemas become
-        pydantic models at runtime (:meth:`openenv.Codec.from_schema`): actions
-        are validated before sending, observations and state come back as
-        models.  ``env.codec.action_type`` builds actions.
+        The same as ``from_env(target, codec="schema", **kwargs)``, so
+        ``target`` is anything :meth:`from_env` takes (a URL, a checkout
+        directory, a Space id) and ``kwargs`` are its other arguments.  The
+        ``action``, ``observation`` and ``state`` JSON Schemas become pydantic
+        models at runtime (:meth:`openenv.Codec.from_schema`): actions are
+        validated before sending, observations and state come back as models,
+        and a reset observation of another shape (an MCP environment's) comes
+        back as a permissive base observation.  ``env.codec.action_type``
+        builds actions.
 
         Raises:
             ConnectError: ``/schema`` could not be fetched.
             ProtocolError: ``/schema`` did not answer a JSON object.
         """
-        endpoints = parse_base_url(base_url)
-        url = endpoints.http("/schema")
-        checked = ClientOptions.of(options)
-        timeout = httpx.Timeout(checked.message_timeout, connect=checked.connect_timeout)
-        try:
-            with httpx.Client(
-                trust_env=not endpoints.is_local, headers=dict(checked.headers), verify=checked.http_verify()
-            ) as http:
-                response = http.get(url, timeout=timeout)
-        except httpx.HTTPError as exc:
-            raise _http_error(exc, url, checked) from None
-        schema = mcp.http_json(response.status_code, response.content, redact_url(url))
-        if not isinstance(schema, dict):
-            raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
-        env = cls(base_url, codec=Codec.from_schema(schema), **options)
-        try:
-            return env.connect()
-        except BaseException:
-            env.close()
-            raise
+        return cls.from_env(target, codec="schema", **kwargs)
 
     def _mcp_frame(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
@@ -691,7 +716,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True, self._parse_result)
+        return self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True, self._parse_reset)
 
     def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -706,6 +731,11 @@ class Env(Generic[ActT, ObsT, StateT]):
         sent is never re-sent, and nothing is re-sent during an episode.
 
         Raises:
+            InvalidAction: the codec refused the action; nothing was sent.
+            InvalidActionType: the action is of the wrong type, or holds a
+                value JSON cannot carry; nothing was sent.
+            ParseError: the step happened but its reply did not match the
+                codec (``payload`` holds it); the session goes on.
             ServerValidationError: the server refused the action.
             ExecutionError: the environment raised; the session continues.
             SessionLost: the connection was lost during this episode.
@@ -720,7 +750,11 @@ class Env(Generic[ActT, ObsT, StateT]):
         return self._request(frame, frames.OBSERVATION, "step", False, self._parse_result)
 
     def state(self) -> StateT:
-        """The session's state (``episode_id``, ``step_count`` and the environment's fields)."""
+        """The session's state (``episode_id``, ``step_count`` and the environment's fields).
+
+        Raises:
+            ParseError: the reply did not match the codec's state model (``payload`` holds it).
+        """
         return self._request(frames.STATE_FRAME, frames.STATE, "state", False, self._parse_state)
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
@@ -730,6 +764,11 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
         return self._codec._parse_result(payload)
+
+    def _parse_reset(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        if type(self)._parse_result is not Env._parse_result:
+            return self._parse_result(payload)  # a subclass overrode OpenEnv's hook: it parses resets too
+        return self._codec._parse_reset(payload)
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
         return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
@@ -892,6 +931,32 @@ def _http_error(exc: httpx.HTTPError, url: str, options: ClientOptions) -> Excep
     text = str(error)
     clean = scrub(text, options.headers.values())
     return error if clean == text else type(error)(clean)
+
+
+def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
+    """``codec``, or for ``codec="schema"`` the codec built from the server's ``GET /schema``.
+
+    Raises:
+        ConnectError: ``/schema`` could not be fetched.
+        ProtocolError: ``/schema`` did not answer a JSON object.
+    """
+    if not (isinstance(codec, str) and codec == "schema"):
+        return codec
+    endpoints = parse_base_url(base_url)
+    url = endpoints.http("/schema")
+    checked = ClientOptions.of(options)
+    timeout = httpx.Timeout(checked.message_timeout, connect=checked.connect_timeout)
+    try:
+        with httpx.Client(
+            trust_env=not endpoints.is_local, headers=dict(checked.headers), verify=checked.http_verify()
+        ) as http:
+            response = http.get(url, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise _http_error(exc, url, checked) from None
+    schema = mcp.http_json(response.status_code, response.content, redact_url(url))
+    if not isinstance(schema, dict):
+        raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
+    return Codec.from_schema(schema)
 
 
 def _checkout_provider(

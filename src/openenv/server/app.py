@@ -994,17 +994,16 @@ class EnvServer:
             return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
 
     def _step(self, env: Any, data: dict[str, Any]) -> str:
-        if is_mcp_action(env, data):  # list_tools / call_tool through the step loop
+        mcp_action = is_mcp_action(env, data)  # list_tools / call_tool through the step loop
+        if not mcp_action:
+            action_type: type[BaseModel] = getattr(env, "action_type", Action)
             try:
-                return _reply("observation", "tool result", step_observation(env, data))
-            except _Unsendable as exc:
-                return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
-        action_type: type[BaseModel] = getattr(env, "action_type", Action)
+                action = action_type.model_validate(data)
+            except ValidationError as exc:
+                return _validation_frame(exc)
         try:
-            action = action_type.model_validate(data)
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        try:
+            if mcp_action:
+                return _observation_frame(step_observation(env, data))
             return _observation_frame(env.step(action))
         except ValidationError as exc:
             return _validation_frame(exc)

@@ -43,9 +43,12 @@ import functools
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from openenv._core.models import Action, Observation, State
+
+if TYPE_CHECKING:
+    from .tools import CallToolAction, ListToolsAction
 
 __all__ = ["Environment", "ActT", "ObsT", "StateT", "filter_kwargs"]
 
@@ -112,6 +115,42 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     @abstractmethod
     def state(self) -> StateT:
         """The current state of the environment (episode id, step count, ...)."""
+
+    def step_tool(self, action: ListToolsAction | CallToolAction) -> Observation:
+        """Apply an MCP action that came through the step loop, and return its observation.
+
+        The server calls this instead of :meth:`step` for the actions
+        ``{"type": "list_tools"}`` and ``{"type": "call_tool", ...}`` when the
+        environment has :func:`~openenv.server.tool` methods (and its action
+        model no ``type`` field).  That is how clients in simulation mode
+        call tools: each call is a real step, and this is where the
+        environment counts it and scores it.  The default runs the tool
+        (:func:`openenv.server.tools.run_tool_action`) and returns a
+        :class:`~openenv.server.tools.CallToolObservation` (``result`` or
+        ``error``) or a :class:`~openenv.server.tools.ListToolsObservation`,
+        with ``reward`` ``None`` and ``done`` ``False``, leaving the state
+        alone.  Override it to score calls::
+
+            def step_tool(self, action):
+                observation = super().step_tool(action)
+                if action.type == "call_tool":
+                    self._state.step_count += 1
+                    observation.reward = 1.0 if observation.error is None else -1.0
+                    observation.done = self._state.step_count >= 10
+                return observation
+
+        An exception raised here is sent as an ``EXECUTION_ERROR`` frame, as for :meth:`step`.
+
+        Args:
+            action: the step-loop action (validated loosely: a missing
+                ``tool_name`` becomes an ``invalid_args`` error in the observation).
+
+        Returns:
+            The step's observation; its ``reward`` and ``done`` become the step result's.
+        """
+        from .tools import run_tool_action
+
+        return run_tool_action(self, action)
 
     def close(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release the environment's resources.

@@ -8,9 +8,15 @@ requests for them, the way OpenEnv's ``MCPEnvironment`` does (protocol §7):
   environment's ``step``: no reward, ``step_count`` unchanged.
 * the step-loop actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
   "tool_name": ..., "arguments": {...}}`` in ``step`` frames, when the
-  environment's action model has no ``type`` field of its own.  The reply is an
+  environment's action model has no ``type`` field of its own.  They are
+  handed to the environment's :meth:`~openenv.server.Environment.step_tool`
+  as a :class:`ListToolsAction` / :class:`CallToolAction` (it runs the tool;
+  override it to count the step or to score the call).  The reply is an
   ordinary step result whose observation carries ``tools`` or
-  ``tool_name``/``result``/``error`` (reward ``null``, done ``false``).
+  ``tool_name``/``result``/``error``, with the ``reward`` and ``done`` that
+  ``step_tool`` set (by default ``null`` and ``false``).  This is the path
+  clients take for ``call_tool`` in simulation mode, as OpenEnv's
+  ``MCPToolClient`` does.
 
 Example::
 
@@ -45,12 +51,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from openenv._core.mcp import RESERVED_TOOL_NAMES, UNSUPPORTED_MESSAGE
+from openenv._core.models import Action, Observation
 
-__all__ = ["tool", "ToolSpec", "tools_of", "handle_rpc", "is_mcp_action", "step_observation"]
+__all__ = [
+    "tool",
+    "ToolSpec",
+    "tools_of",
+    "handle_rpc",
+    "is_mcp_action",
+    "step_observation",
+    "tool_action",
+    "run_tool_action",
+    "ListToolsAction",
+    "CallToolAction",
+    "ListToolsObservation",
+    "CallToolObservation",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -259,6 +279,74 @@ def handle_rpc(env: Any, request: dict[str, Any], session_id: str) -> dict[str, 
 # ------------------------------------------------------------------ step loop
 
 
+class ListToolsAction(Action):
+    """The step-loop action ``{"type": "list_tools"}``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "list_tools"
+
+
+class CallToolAction(Action):
+    """The step-loop action ``{"type": "call_tool", "tool_name": ..., "arguments": {...}}``.
+
+    Validated loosely, as OpenEnv does: a missing or malformed ``tool_name`` or
+    ``arguments`` becomes an ``invalid_args`` error in the observation, not a
+    ``VALIDATION_ERROR`` frame.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "call_tool"
+    tool_name: Any = None
+    arguments: Any = Field(default_factory=dict)
+
+
+class ListToolsObservation(Observation):
+    """The observation of a ``list_tools`` step: the tools with snake-case ``input_schema``."""
+
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class CallToolObservation(Observation):
+    """The observation of a ``call_tool`` step: ``result`` (FastMCP's shape) or ``error``.
+
+    ``error`` is ``{"error_type": "tool_not_found" | "invalid_args" |
+    "execution_error", "message": ...}`` when the call failed.
+    """
+
+    tool_name: Any = None
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+def tool_action(data: dict[str, Any]) -> ListToolsAction | CallToolAction:
+    """The action model of a step-loop MCP action (see :func:`is_mcp_action`)."""
+    if data.get("type") == "list_tools":
+        return ListToolsAction.model_construct(**data)
+    fields = {key: value for key, value in data.items() if key != "arguments"}
+    arguments = data.get("arguments", {})
+    return CallToolAction.model_construct(**fields, arguments={} if arguments is None else arguments)
+
+
+def run_tool_action(env: Any, action: ListToolsAction | CallToolAction) -> Observation:
+    """Run a step-loop MCP action against ``env`` (what ``Environment.step_tool`` does by default).
+
+    Never raises for a failed call: the observation's ``error`` says what went wrong.
+    """
+    if isinstance(action, ListToolsAction) or getattr(action, "type", None) == "list_tools":
+        return ListToolsObservation(tools=[spec.listing(snake=True) for spec in tools_of(env).values()])
+    name = getattr(action, "tool_name", None)
+    observation = CallToolObservation(tool_name=name)
+    try:
+        if not isinstance(name, str) or not name:
+            raise ToolCallError("invalid_args", "call_tool needs a tool_name")
+        observation.result = call(env, name, getattr(action, "arguments", {}))
+    except ToolCallError as exc:
+        observation.error = {"error_type": exc.kind, "message": exc.message}
+    return observation
+
+
 def is_mcp_action(env: Any, data: dict[str, Any]) -> bool:
     """Whether a ``step`` frame's data is an MCP action this environment handles."""
     if data.get("type") not in ("list_tools", "call_tool") or not tools_of(env):
@@ -268,18 +356,14 @@ def is_mcp_action(env: Any, data: dict[str, Any]) -> bool:
     return "type" not in fields
 
 
-def step_observation(env: Any, data: dict[str, Any]) -> dict[str, Any]:
-    """The step result for an MCP step-loop action (validated loosely, as OpenEnv does)."""
-    if data.get("type") == "list_tools":
-        tools = [spec.listing(snake=True) for spec in tools_of(env).values()]
-        observation: dict[str, Any] = {"metadata": {}, "tools": tools}
-    else:
-        name = data.get("tool_name")
-        observation = {"metadata": {}, "tool_name": name, "result": None, "error": None}
-        try:
-            if not isinstance(name, str) or not name:
-                raise ToolCallError("invalid_args", "call_tool needs a tool_name")
-            observation["result"] = call(env, name, data.get("arguments", {}))
-        except ToolCallError as exc:
-            observation["error"] = {"error_type": exc.kind, "message": exc.message}
-    return {"observation": observation, "reward": None, "done": False}
+def step_observation(env: Any, data: dict[str, Any]) -> Observation:
+    """The observation of an MCP step-loop action: ``env.step_tool(action)`` when it has one.
+
+    Environments that are not :class:`~openenv.server.Environment` subclasses
+    (no ``step_tool``) get :func:`run_tool_action`.
+    """
+    action = tool_action(data)
+    hook = getattr(env, "step_tool", None)
+    if callable(hook):
+        return hook(action)
+    return run_tool_action(env, action)

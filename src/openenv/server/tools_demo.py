@@ -3,7 +3,9 @@
 ``python -m openenv serve openenv.server.tools_demo:ToolsDemoEnvironment``
 serves it; ``python -m openenv run`` makes one tool call against it.  Its
 ordinary ``step`` takes the base action (``{}`` or ``{"metadata": {...}}``) and
-reports how many tool calls the session has made.
+reports how many tool calls the session has made.  A ``call_tool`` made through
+the step loop (a client's ``call_tool`` in simulation mode) counts as a step;
+one made with an ``mcp`` frame does not.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from openenv._core.models import Action, Observation, State
 
 from .environment import Environment
-from .tools import tool
+from .tools import CallToolAction, ListToolsAction, tool
 
 __all__ = ["ToolsDemoObservation", "ToolsDemoState", "ToolsDemoEnvironment"]
 
@@ -49,6 +51,12 @@ class ToolsDemoEnvironment(Environment[Action, ToolsDemoObservation, ToolsDemoSt
     def step(self, action: Action) -> ToolsDemoObservation:
         self._state.step_count += 1
         return ToolsDemoObservation(tool_calls=self._state.tool_calls, metadata={"step": self._state.step_count})
+
+    def step_tool(self, action: ListToolsAction | CallToolAction) -> Observation:
+        observation = super().step_tool(action)
+        if isinstance(action, CallToolAction):
+            self._state.step_count += 1
+        return observation
 
     @property
     def state(self) -> ToolsDemoState:
