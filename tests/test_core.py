@@ -59,7 +59,10 @@ def test_http_url_for_readonly_endpoints() -> None:
     assert parse_base_url("ws://h:1").http("/schema") == "http://h:1/schema"
 
 
-@pytest.mark.parametrize("bad", ["", " ", "ftp://h", "http://", "http://h:notaport", "http://h:70000", 42])
+@pytest.mark.parametrize(
+    "bad",
+    ["", " ", "ftp://h", "http://", "http://h:notaport", "http://h:70000", 42, "0\x0c#", "http://a b/", "http://h\t:1"],
+)
 def test_bad_urls(bad: Any) -> None:
     with pytest.raises(InvalidURL):
         parse_base_url(bad)

@@ -271,8 +271,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         The new client is connected, and closed together with this one.
 
         Raises:
-            CapacityReached: on the first call of the new session when the
-                server has no free slot (the server reports capacity only then).
+            CapacityReached: the server has no free slot: raised here when the
+                server refuses the handshake (this package's server does), or on
+                the first call of the new session (OpenEnv's servers report
+                capacity only then).
         """
         self._check_open()
         child = copy.copy(self)

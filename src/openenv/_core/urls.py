@@ -79,7 +79,8 @@ def parse_base_url(url: str) -> Endpoints:
     doubled, path prefixes and query strings are kept, fragments are dropped.
 
     Raises:
-        InvalidURL: for another scheme, a missing host or a bad port.
+        InvalidURL: for another scheme, a missing host, a host with whitespace
+            or control characters, or a bad port.
     """
     parts = _split(url)
     scheme = parts.scheme.lower()
@@ -91,6 +92,8 @@ def parse_base_url(url: str) -> Endpoints:
     host = parts.hostname or ""
     if not host:
         raise InvalidURL(f"base_url {redact_url(url)!r} has no host")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in parts.netloc):
+        raise InvalidURL(f"base_url {redact_url(url)!r} has whitespace or a control character in its host")
     path = parts.path.rstrip("/")
     if path.endswith("/ws"):
         path = path[: -len("/ws")].rstrip("/")
