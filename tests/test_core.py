@@ -61,7 +61,7 @@ def test_http_url_for_readonly_endpoints() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", " ", "ftp://h", "http://", "http://h:notaport", "http://h:70000", 42, "0\x0c#", "http://a b/", "http://h\t:1"],
+    ["", " ", "ftp://h", "http://", "http://h:notaport", "http://h:70000", 42, "0\x0c#", "http://a b/"],
 )
 def test_bad_urls(bad: Any) -> None:
     with pytest.raises(InvalidURL):
