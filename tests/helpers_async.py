@@ -66,3 +66,20 @@ class Closer:
 def close_from_another_thread(close: Callable[[], Coroutine[Any, Any, None]], delay: float = 0.3) -> Closer:
     """Call ``close`` after ``delay`` s from another thread running its own event loop."""
     return Closer(close, delay)
+
+
+async def assert_no_leaks(before: Any, timeout: float = 10.0) -> None:
+    """``leaks.assert_no_leaks`` that keeps this event loop running (its transports close on it)."""
+    import gc
+
+    from . import leaks
+
+    deadline = time.monotonic() + timeout
+    while True:
+        gc.collect()
+        left = leaks.leaked(before)
+        if not any(left.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"left behind after {timeout} s: {left}")
+        await asyncio.sleep(0.02)

@@ -74,3 +74,10 @@ class Closer:
 def close_from_another_thread(close: Callable[[], None], delay: float = 0.3) -> Closer:
     """Call ``close`` after ``delay`` s from another thread."""
     return Closer(close, delay)
+
+
+def assert_no_leaks(before: Any, timeout: float = 10.0) -> None:
+    """Poll until nothing is left over from ``before`` (see ``tests/leaks.py``)."""
+    from . import leaks
+
+    leaks.assert_no_leaks(before, timeout)

@@ -22,6 +22,7 @@ __all__ = [
     "ws_connect",
     "ws_recv",
     "ws_abandon",
+    "ws_pending",
     "loop_token",
     "run_to_completion",
 ]
@@ -116,6 +117,19 @@ else:  # pragma: no cover - Python 3.10
             return await asyncio.wait_for(ws.recv(), timeout)
         except asyncio.TimeoutError:
             raise TimeoutError from None
+
+
+def ws_pending(ws: WebSocket) -> bool:
+    """Whether a message arrived that no call has read yet (a reply nobody asked for).
+
+    Only meaningful between requests of one-request-at-a-time protocols; a
+    closed connection reports ``False`` (the next call learns why it closed).
+    """
+    assembler = getattr(ws, "recv_messages", None)
+    frames = getattr(assembler, "frames", None)
+    if frames is None or getattr(assembler, "closed", True):
+        return False
+    return len(frames) > 0
 
 
 def ws_abandon(ws: WebSocket) -> None:

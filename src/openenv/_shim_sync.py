@@ -20,6 +20,7 @@ __all__ = [
     "ws_connect",
     "ws_recv",
     "ws_abandon",
+    "ws_pending",
     "loop_token",
     "run_to_completion",
 ]
@@ -50,6 +51,19 @@ def ws_connect(url: str, **options: Any) -> Any:
 def ws_recv(ws: WebSocket, timeout: float | None) -> Any:
     """Receive one message; ``TimeoutError`` after ``timeout`` seconds."""
     return ws.recv(timeout=timeout)
+
+
+def ws_pending(ws: WebSocket) -> bool:
+    """Whether a message arrived that no call has read yet (a reply nobody asked for).
+
+    Only meaningful between requests of one-request-at-a-time protocols; a
+    closed connection reports ``False`` (the next call learns why it closed).
+    """
+    assembler = getattr(ws, "recv_messages", None)
+    frames = getattr(assembler, "frames", None)
+    if frames is None or getattr(assembler, "closed", True):
+        return False
+    return not frames.empty()
 
 
 def ws_abandon(ws: WebSocket) -> None:

@@ -42,7 +42,7 @@ from .._core.options import (
 )
 from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
-from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
+from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 
 if TYPE_CHECKING:
@@ -871,6 +871,15 @@ class Env(Generic[ActT, ObsT, StateT]):
                 reused = self._ws is not None
                 ws = self._session(starts_episode)
                 had_episode = self._episode
+                if ws_pending(ws):
+                    # a second reply to an earlier request: taking it as this call's reply would
+                    # shift every later reply by one, so the connection is dropped instead
+                    self._lose(f"the server sent a reply nobody asked for before {what}")
+                    raise ProtocolError(
+                        f"the server sent a message that answers no request (before {what}); "
+                        "the connection was closed because its state is unknown"
+                        + ("; the episode is lost, call reset() to start a new one" if had_episode else "")
+                    )
                 sent = False
                 try:
                     try:

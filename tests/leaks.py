@@ -1,0 +1,125 @@
+"""Leak checks shared by the fault suites: threads, fds, sockets, child processes, containers.
+
+Take a :func:`snapshot` once the servers of a test are up, run the fault, close
+the clients, then :func:`assert_no_leaks`: it polls (bounded) until everything
+new since the snapshot is gone, since server-side threads and sockets end a
+moment after the client's close.  All figures come from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+#: child processes a test keeps on purpose (servers started by tests/faultservers.py)
+EXPECTED_CHILDREN: set[int] = set()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the test process holds at one moment."""
+
+    threads: frozenset[int]
+    fds: frozenset[int]
+    children: frozenset[int]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _fd_target(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"
+
+
+def open_fds() -> set[int]:
+    """The file descriptors open in this process (``/proc/self/fd``, without the listing's own)."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the directory listing's own fd, closed already
+        found.add(int(name))
+    return found
+
+
+def sockets() -> set[int]:
+    """The fds of this process that are sockets."""
+    return {fd for fd in open_fds() if _fd_target(fd).startswith("socket:")}
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    me = str(os.getpid())
+    found: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            found.add(int(name))
+    return found
+
+
+def snapshot() -> Snapshot:
+    """Threads, fds and child processes of this process now."""
+    return Snapshot(
+        threads=frozenset(t.ident or 0 for t in threading.enumerate()),
+        fds=frozenset(open_fds()),
+        children=frozenset(children()),
+    )
+
+
+def leaked(before: Snapshot) -> dict[str, list[str]]:
+    """What exists now and did not at ``before`` (empty lists: nothing)."""
+    threads = [
+        t.name
+        for t in threading.enumerate()
+        # asyncio's default executor keeps its worker threads for the loop's life (reused, not leaked)
+        if (t.ident or 0) not in before.threads and not t.name.startswith("asyncio_")
+    ]
+    fds = [f"{fd} -> {_fd_target(fd)}" for fd in sorted(open_fds() - before.fds)]
+    procs = [str(pid) for pid in sorted(children() - before.children - EXPECTED_CHILDREN)]
+    return {"threads": threads, "fds": fds, "processes": procs}
+
+
+def assert_no_leaks(before: Snapshot, timeout: float = 10.0) -> None:
+    """Poll until nothing is left over from ``before``; fail with the list otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gc.collect()  # objects in reference cycles (a traceback holding a socket) close on collection
+        left = leaked(before)
+        if not any(left.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"left behind after {timeout} s: {left}")
+        time.sleep(0.02)
+
+
+def managed_containers(engine: Any) -> list[str]:
+    """Containers labelled ``org.openenv.managed=1`` started by this process."""
+    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+
+
+def assert_no_containers(engine: Any, timeout: float = 20.0, label_pid: int | None = None) -> None:
+    """Poll until no managed container of this process (or of ``label_pid``) exists."""
+    pid = str(label_pid if label_pid is not None else os.getpid())
+    deadline = time.monotonic() + timeout
+    while True:
+        found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+        left = [c.name for c in found if c.labels.get("org.openenv.pid") == pid]
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"containers left behind: {left}")
+        time.sleep(0.1)
