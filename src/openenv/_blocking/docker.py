@@ -165,7 +165,10 @@ def _is_connection_error(exc: BaseException) -> bool:
 def _provider_error(what: str, exc: BaseException) -> ProviderError:
     if _is_connection_error(exc):
         return DockerUnavailable(f"{what}: the Docker engine did not answer ({_explain(exc)}); {_DAEMON_HINT}")
-    return ProviderError(f"{what}: {_explain(exc)}")
+    explained = _explain(exc)
+    if "port is already allocated" in explained or "address already in use" in explained.lower():
+        explained += "; the host port is taken: pass another port=, or none to let Docker pick a free one"
+    return ProviderError(f"{what}: {explained}")
 
 
 # --------------------------------------------------------------------------- client
@@ -433,7 +436,7 @@ def start_container(
     merged_labels = {str(k): str(v) for k, v in (opts.pop("labels", None) or {}).items()}
     merged_labels.update({str(k): str(v) for k, v in labels.items()})
     ports = dict(opts.pop("ports", None) or {})
-    ports[port_key] = (host, None)  # None: Docker picks the host port
+    ports.setdefault(port_key, (host, None))  # a fixed port from the caller, else None: Docker picks one
     env = _merge_environment(opts.pop("environment", None), environment)
     command = opts.pop("command", None)
     session = merged_labels.get(LABEL_SESSION)
