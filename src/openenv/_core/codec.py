@@ -7,6 +7,10 @@ subclass it and override OpenEnv's hook names ``_step_payload``,
 
     echo = Codec(action=EchoAction, observation=EchoObservation, state=State)
     env = Env(url, codec=echo)          # openenv.sync.Env or openenv.aio.Env
+
+A model may also be a union of models (``MoveAction | ResignAction``), told
+apart by a ``Literal`` field such as ``type``: actions and observations are
+then validated with a pydantic ``TypeAdapter`` of the union.
 """
 
 from __future__ import annotations
@@ -40,7 +44,11 @@ class Codec(Generic[ActT, ObsT, StateT]):
         observation: the observation model built from each step result.
         state: the state model built from ``state()`` replies.
 
-    Each is optional: without a model, that part stays a plain dict.
+    Each is optional: without a model, that part stays a plain dict.  Each may
+    be a union of models (``MoveAction | ResignAction``): an action must be an
+    instance of one member, and dicts and replies validate to the member that
+    matches (give the members a ``Literal`` field, such as ``type``, that tells
+    them apart).
     Subclasses may set the models as class attributes ``action_type``,
     ``observation_type`` and ``state_type`` instead, and may override the hooks.
     """
@@ -64,7 +72,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
 
     def __repr__(self) -> str:
         names = [
-            f"{key}={model.__name__}"
+            f"{key}={_name(model)}"
             for key, model in (
                 ("action", self.action_type),
                 ("observation", self.observation_type),
@@ -101,14 +109,14 @@ class Codec(Generic[ActT, ObsT, StateT]):
         from pydantic import BaseModel
 
         if isinstance(action, BaseModel):
-            if model is not None and not isinstance(action, model):
-                raise TypeError(f"expected a {model.__name__} action, got {type(action).__name__}")
+            if model is not None and not isinstance(action, _members(model)):
+                raise TypeError(f"expected a {_name(model)} action, got {type(action).__name__}")
             return action.model_dump(mode="json")
         if isinstance(action, Mapping):
             if model is None:
                 return dict(action)
             # validate before sending: a bad action fails here, with pydantic's message
-            return cast(BaseModel, model.model_validate(action)).model_dump(mode="json")
+            return cast(BaseModel, _validate(model, action)).model_dump(mode="json")
         raise TypeError(f"an action must be a dict or a pydantic model, not {type(action).__name__}")
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
@@ -118,7 +126,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
         if model is None:
             return cast("StepResult[ObsT]", result)
         fields = dict(result.observation)
-        known = getattr(model, "model_fields", {})
+        known = _fields(model)
         if "done" in known:
             fields.setdefault("done", result.done)
         if "reward" in known:
@@ -128,9 +136,9 @@ class Codec(Generic[ActT, ObsT, StateT]):
         from pydantic import ValidationError
 
         try:
-            observation = model.model_validate(fields)
+            observation = _validate(model, fields)
         except ValidationError as exc:
-            raise ProtocolError(f"the observation does not match {model.__name__}: {exc}") from None
+            raise ProtocolError(f"the observation does not match {_name(model)}: {exc}") from None
         return StepResult(observation, result.reward, result.done, result.metadata)
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
@@ -141,9 +149,49 @@ class Codec(Generic[ActT, ObsT, StateT]):
         from pydantic import ValidationError
 
         try:
-            return cast(StateT, model.model_validate(payload))
+            return cast(StateT, _validate(model, payload))
         except ValidationError as exc:
-            raise ProtocolError(f"the state does not match {model.__name__}: {exc}") from None
+            raise ProtocolError(f"the state does not match {_name(model)}: {exc}") from None
+
+
+def _members(model: Any) -> tuple[Any, ...]:
+    """The models of a union (``A | B``, ``Union[A, B]``, ``Annotated[...]``); ``(model,)`` otherwise."""
+    from typing import Annotated, Union, get_args, get_origin
+
+    origin = get_origin(model)
+    if origin is Annotated:
+        return _members(get_args(model)[0])
+    if origin is Union or type(model).__name__ == "UnionType":
+        return tuple(member for arg in get_args(model) for member in _members(arg))
+    return (model,)
+
+
+def _name(model: Any) -> str:
+    return " | ".join(getattr(member, "__name__", repr(member)) for member in _members(model))
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    """The field names every member of ``model`` has (a union's common fields)."""
+    found: dict[str, Any] | None = None
+    for member in _members(model):
+        names = dict(getattr(member, "model_fields", {}))
+        found = names if found is None else {key: value for key, value in found.items() if key in names}
+    return found or {}
+
+
+_ADAPTERS: dict[Any, Any] = {}
+
+
+def _validate(model: Any, data: Any) -> Any:
+    """``model.model_validate(data)``, or a cached ``TypeAdapter`` for a union."""
+    if isinstance(model, type) and hasattr(model, "model_validate"):
+        return model.model_validate(data)
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[model] = TypeAdapter(model)
+    return adapter.validate_python(data)
 
 
 class _SchemaCodec(Codec[Any, Any, Any]):
@@ -160,8 +208,8 @@ class _SchemaCodec(Codec[Any, Any, Any]):
 
         model = self.action_type
         if isinstance(action, BaseModel):
-            if model is not None and not isinstance(action, model):
-                raise TypeError(f"expected a {model.__name__} action, got {type(action).__name__}")
+            if model is not None and not isinstance(action, _members(model)):
+                raise TypeError(f"expected a {_name(model)} action, got {type(action).__name__}")
             return action.model_dump(mode="json", by_alias=True, exclude_unset=True)
         if isinstance(action, Mapping) and model is not None:
             validated = cast(BaseModel, model.model_validate(action))
