@@ -16,7 +16,7 @@ then validated with a pydantic ``TypeAdapter`` of the union.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from .errors import ProtocolError
 from .frames import parse_step_result
@@ -57,12 +57,23 @@ class Codec(Generic[ActT, ObsT, StateT]):
     observation_type: type[Any] | None = None
     state_type: type[Any] | None = None
 
+    @overload
     def __init__(
         self,
         action: type[ActT] | None = None,
         observation: type[ObsT] | None = None,
         state: type[StateT] | None = None,
-    ) -> None:
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Codec[Any, Any, Any],
+        action: Any = None,
+        observation: Any = None,
+        state: Any = None,
+    ) -> None: ...  # a union of models (``A | B``) is not a ``type`` for type checkers
+
+    def __init__(self, action: Any = None, observation: Any = None, state: Any = None) -> None:
         if action is not None:
             self.action_type = action
         if observation is not None:
