@@ -21,7 +21,7 @@ from openenv.aio import Codec, Env, ExecutionError, ServerValidationError, ToolR
 from ..openenv_models import DuelState, GameOverObservation, GuessState, MoveAction, ResignAction, RoundObservation
 
 DUEL = Codec(action=MoveAction | ResignAction, observation=RoundObservation | GameOverObservation, state=DuelState)
-GUESS_STATE = Codec(state=GuessState)
+GUESS_STATE: Codec[Any, Any, GuessState] = Codec(state=GuessState)
 
 
 def _call(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -180,7 +180,7 @@ async def test_duel_typed_with_a_union_of_actions(openenv_envs: Any) -> None:
         with pytest.raises(pydantic.ValidationError):
             await twin.step({"type": "move", "stance": "dance"})
         with pytest.raises(TypeError, match="MoveAction"):
-            await twin.step(state)  # type: ignore[arg-type]
+            await twin.step(state)
         await twin.reset(seed=2)
         resigned = await twin.step(ResignAction(reason="enough"))
         assert isinstance(resigned.observation, GameOverObservation)

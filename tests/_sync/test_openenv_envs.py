@@ -21,7 +21,7 @@ from openenv.sync import Codec, Env, ExecutionError, ServerValidationError, Tool
 from ..openenv_models import DuelState, GameOverObservation, GuessState, MoveAction, ResignAction, RoundObservation
 
 DUEL = Codec(action=MoveAction | ResignAction, observation=RoundObservation | GameOverObservation, state=DuelState)
-GUESS_STATE = Codec(state=GuessState)
+GUESS_STATE: Codec[Any, Any, GuessState] = Codec(state=GuessState)
 
 
 def _call(tool: str, **arguments: Any) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def test_duel_typed_with_a_union_of_actions(openenv_envs: Any) -> None:
         with pytest.raises(pydantic.ValidationError):
             twin.step({"type": "move", "stance": "dance"})
         with pytest.raises(TypeError, match="MoveAction"):
-            twin.step(state)  # type: ignore[arg-type]
+            twin.step(state)
         twin.reset(seed=2)
         resigned = twin.step(ResignAction(reason="enough"))
         assert isinstance(resigned.observation, GameOverObservation)
