@@ -14,6 +14,11 @@ b. build ``openenv-test/python-base:latest`` offline from Debian bookworm with
 c. build wheels of this project and its runtime dependencies on the host (for
    the image's CPython 3.11) and the test images from ``tests/docker/``:
    ``echo``, ``slow``, ``exits``, ``never`` (and ``pullprobe`` for pull tests);
+c'. the released ``openenv-core`` 0.3.0 image (``openenv-test/openenv-core:0.3.0``,
+   its wheels downloaded once into a reused cache, ``$OPENENV_DOCKER_WHEEL_CACHE``)
+   and, FROM it, the environments of ``tests/openenv_envs/`` in OpenEnv's layout:
+   ``openenv-test/mcp-guess:latest`` and ``openenv-test/duel:latest`` (skip them
+   with ``--no-openenv-envs``);
 d. serve Debian's ``docker-registry`` on 127.0.0.1:5000 and push
    ``127.0.0.1:5000/openenv-echo-env:latest`` (what ``from_env("openenv/echo_env")``
    maps to with the registry host overridden) and
@@ -22,7 +27,7 @@ d. serve Debian's ``docker-registry`` on 127.0.0.1:5000 and push
 
 The last line printed on stdout is a JSON object of what is ready.
 
-Usage: ``python3 scripts/docker_setup.py [--no-registry] [--force-rebuild]``
+Usage: ``python3 scripts/docker_setup.py [--no-registry] [--no-openenv-envs] [--force-rebuild]``
 """
 
 from __future__ import annotations
@@ -47,11 +52,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = ROOT / "tests" / "docker"
+OPENENV_ENVS_DIR = ROOT / "tests" / "openenv_envs"
 WORK = Path(os.environ.get("OPENENV_DOCKER_WORK", "/tmp/openenv-docker-build"))
 DOCKERD_LOG = Path("/tmp/openenv-dockerd.log")
 REGISTRY_DIR = Path("/tmp/openenv-registry")
 REGISTRY_ADDR = "127.0.0.1:5000"
 LOCK_FILE = Path("/tmp/openenv-docker-setup.lock")
+#: wheels of the released openenv-core for the images; kept between runs (and CI jobs: cache it)
+WHEEL_CACHE = Path(os.environ.get("OPENENV_DOCKER_WHEEL_CACHE", WORK / "wheel-cache"))
 
 PREFIX = "openenv-test"
 BASE_IMAGE = f"{PREFIX}/python-base:latest"
@@ -60,6 +68,13 @@ SLOW_IMAGE = f"{PREFIX}/slow:latest"
 EXITS_IMAGE = f"{PREFIX}/exits:latest"
 NEVER_IMAGE = f"{PREFIX}/never:latest"
 PROBE_IMAGE = f"{PREFIX}/pullprobe:latest"
+CORE_REQUIREMENT = "openenv-core==0.3.0"
+CORE_IMAGE = f"{PREFIX}/openenv-core:0.3.0"
+#: image -> folder of tests/openenv_envs (OpenEnv's layout; built from server/Dockerfile, FROM CORE_IMAGE)
+OPENENV_ENV_IMAGES = {
+    f"{PREFIX}/mcp-guess:latest": "mcp_guess",
+    f"{PREFIX}/duel:latest": "duel",
+}
 #: local image -> repository:tag in the loopback registry
 REGISTRY_PUSHES = {
     ECHO_IMAGE: "openenv-echo-env:latest",
@@ -171,8 +186,10 @@ def image_id(image: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def docker_build(tag: str, context: Path, labels: dict[str, str]) -> None:
+def docker_build(tag: str, context: Path, labels: dict[str, str], dockerfile: str | None = None) -> None:
     cmd = ["docker", "build", "--rm", "--force-rm", "-t", tag]
+    if dockerfile is not None:
+        cmd += ["-f", str(context / dockerfile)]
     for key, value in labels.items():
         cmd += ["--label", f"{key}={value}"]
     cmd.append(str(context))
@@ -380,8 +397,11 @@ def _current(image: str, want_hash: str, force: bool) -> bool:
     return not force and labels is not None and labels.get(HASH_LABEL) == want_hash
 
 
-def ensure_images(force: bool) -> list[str]:
+def ensure_images(force: bool, with_envs: bool = True) -> list[str]:
     """Build echo (our server), slow (FROM echo), exits and never; skip the current ones.
+
+    With ``with_envs``, also the openenv-core image and the environments of
+    ``tests/openenv_envs`` (see :func:`ensure_openenv_images`).
 
     Each image carries ``org.openenv.src-hash``: a hash of its build folder
     (plus, for echo and slow, the project's sources and pyproject), so an
@@ -419,6 +439,11 @@ def ensure_images(force: bool) -> list[str]:
             rebuilt = True
         ready.append(image)
 
+    if with_envs:
+        env_images, env_rebuilt = ensure_openenv_images(force)
+        ready += env_images
+        rebuilt = rebuilt or env_rebuilt
+
     if rebuilt:
         # the images replaced above are now untagged: drop them (only ours, by label)
         run(
@@ -427,6 +452,95 @@ def ensure_images(force: bool) -> list[str]:
             check=False,
         )
     return ready
+
+
+# --------------------------------------------------------------------------- (c') openenv-core + envs
+
+
+def _link_tree(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` with hard links where possible (the wheel cache is large)."""
+
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dest, copy_function=link)
+
+
+def core_wheels_stamp() -> str:
+    return hashlib.sha256((CORE_REQUIREMENT + " " + " ".join(_pip_platforms())).encode()).hexdigest()[:16]
+
+
+def download_core_wheels() -> Path:
+    """``openenv-core`` 0.3.0 and all its dependencies as cp311 manylinux wheels, in the cache.
+
+    Downloaded once (a few hundred MB: gradio and friends) and reused while the
+    requirement and the platforms are the same; a marker file says the download finished.
+    """
+    dest = WHEEL_CACHE / CORE_REQUIREMENT.replace("==", "-")
+    marker = dest / ".complete"
+    stamp = core_wheels_stamp()
+    if marker.is_file() and marker.read_text().strip() == stamp:
+        log(f"wheels: {CORE_REQUIREMENT} cached in {dest}; reusing")
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    t = time.monotonic()
+    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest)]
+    cmd += ["--python-version", IMAGE_PYTHON, "--implementation", "cp"]
+    cmd += ["--abi", "cp311", "--abi", "abi3", "--abi", "none"]
+    for plat in [*_pip_platforms(), "any"]:
+        cmd += ["--platform", plat]
+    run([*cmd, CORE_REQUIREMENT], timeout=1200)
+    marker.write_text(stamp + "\n")
+    size = sum(p.stat().st_size for p in dest.glob("*.whl")) / 1e6
+    n = len(list(dest.glob("*.whl")))
+    log(f"wheels: {n} wheels for {CORE_REQUIREMENT} ({size:.0f} MB) in {time.monotonic() - t:.1f}s")
+    return dest
+
+
+def env_folder_hash(name: str) -> str:
+    h = hashlib.sha256()
+    _hash_files(h, sorted(p for p in (OPENENV_ENVS_DIR / name).rglob("*") if p.is_file()))
+    return h.hexdigest()[:16]
+
+
+def ensure_openenv_images(force: bool) -> tuple[list[str], bool]:
+    """The openenv-core image, then one image per environment of ``tests/openenv_envs``.
+
+    The core image's hash covers the requirement, the platforms and its folder;
+    each environment image's hash covers the core image's hash and the env folder,
+    so editing an environment rebuilds only its own (seconds-long) image.
+    """
+    ready: list[str] = []
+    rebuilt = False
+    core_hash = hashlib.sha256((core_wheels_stamp() + folder_hash("openenv-core")).encode()).hexdigest()[:16]
+    if _current(CORE_IMAGE, core_hash, force):
+        log(f"images: {CORE_IMAGE} is current; skipping")
+    else:
+        wheels = download_core_wheels()
+        ctx = stage_context("openenv-core", None)
+        _link_tree(wheels, ctx / "wheels")
+        docker_build(CORE_IMAGE, ctx, {HASH_LABEL: core_hash})
+        shutil.rmtree(ctx, ignore_errors=True)
+        rebuilt = True
+    ready.append(CORE_IMAGE)
+    for image, name in OPENENV_ENV_IMAGES.items():
+        want = hashlib.sha256((core_hash + env_folder_hash(name)).encode()).hexdigest()[:16]
+        if _current(image, want, force):
+            log(f"images: {image} is current; skipping")
+        else:
+            ctx = WORK / "ctx" / f"env-{name}"
+            if ctx.exists():
+                shutil.rmtree(ctx)
+            shutil.copytree(OPENENV_ENVS_DIR / name, ctx, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            docker_build(image, ctx, {HASH_LABEL: want}, dockerfile="server/Dockerfile")
+            rebuilt = True
+        ready.append(image)
+    return ready, rebuilt
 
 
 # --------------------------------------------------------------------------- (d) registry
@@ -552,6 +666,11 @@ def ensure_registry(force: bool) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-registry", action="store_true", help="skip the loopback registry")
+    parser.add_argument(
+        "--no-openenv-envs",
+        action="store_true",
+        help="skip the openenv-core 0.3.0 image and the tests/openenv_envs images",
+    )
     parser.add_argument("--force-rebuild", action="store_true", help="rebuild every image")
     args = parser.parse_args(argv)
 
@@ -577,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ensure_engine()
             result["engine"] = True
             ensure_base_image(args.force_rebuild)
-            result["images"] = [BASE_IMAGE, *ensure_images(args.force_rebuild)]
+            result["images"] = [BASE_IMAGE, *ensure_images(args.force_rebuild, not args.no_openenv_envs)]
             if not args.no_registry:
                 result["registry_images"] = ensure_registry(args.force_rebuild)
                 result["registry"] = REGISTRY_ADDR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -192,3 +193,129 @@ def docker_engine() -> Iterator[Any]:
             container.remove(force=True)
     client.close()
     assert ours == [], f"containers left behind: {ours}"
+
+
+# --------------------------------------------------------------------------- tests/openenv_envs
+
+OPENENV_ENVS = Path(__file__).resolve().parent / "openenv_envs"
+#: image of each environment folder, built by scripts/docker_setup.py
+OPENENV_ENV_IMAGES = {"mcp_guess": "openenv-test/mcp-guess:latest", "duel": "openenv-test/duel:latest"}
+#: sessions each served environment allows (the TRL-shaped tests open several at once)
+OPENENV_ENV_CAPACITY = 16
+
+
+class OpenEnvEnvs:
+    """Servers of ``tests/openenv_envs/<name>`` (OpenEnv's layout, the released 0.3.0 server).
+
+    Kind ``venv``: ``python -m uvicorn server.app:app`` with the openenv-core
+    0.3.0 venv's Python, the env folder as cwd and PYTHONPATH.  Kind ``docker``:
+    the env's image (built by ``scripts/docker_setup.py``), published on
+    127.0.0.1.  Each is started on first use, shared by the session, and stopped
+    at its end (processes by PID, containers removed).
+    """
+
+    def __init__(self, kind: str, tmp: Path, engine: Any = None) -> None:
+        self.kind = kind
+        self._tmp = tmp
+        self._engine = engine
+        self._urls: dict[str, str] = {}
+        self._stops: list[Callable[[], None]] = []
+
+    def url(self, name: str) -> str:
+        """The base URL of the environment folder ``name``, started if needed."""
+        if name not in self._urls:
+            self._urls[name] = self._start_venv(name) if self.kind == "venv" else self._start_docker(name)
+        return self._urls[name]
+
+    def _start_venv(self, name: str) -> str:
+        import os
+        import subprocess
+
+        from .interop.conftest import _free_port, _wait_healthy, venv_python
+
+        folder = OPENENV_ENVS / name
+        port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(folder), "MAX_CONCURRENT_ENVS": str(OPENENV_ENV_CAPACITY)}
+        env["ENABLE_WEB_INTERFACE"] = "false"
+        command = [str(venv_python("0.3.0")), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--log-level", "warning"]
+        log = self._tmp / f"{name}-venv.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+
+        def stop() -> None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+        try:
+            _wait_healthy(url, proc, log)
+        except BaseException:
+            stop()
+            raise
+        self._stops.append(stop)
+        return url
+
+    def _start_docker(self, name: str) -> str:
+        import os
+
+        from openenv.sync import DockerProvider
+
+        image = OPENENV_ENV_IMAGES[name]
+        try:
+            self._engine.images.get(image)
+        except Exception as exc:  # noqa: BLE001 - image missing: say how to build it
+            message = f"{image} is missing ({exc}); run python3 scripts/docker_setup.py"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        provider = DockerProvider(image, env_vars={"MAX_CONCURRENT_ENVS": str(OPENENV_ENV_CAPACITY)}, pull=False)
+        url = provider.start()
+        try:
+            provider.wait_until_ready(url, 90.0)
+        except BaseException:
+            provider.stop()
+            raise
+        self._stops.append(provider.stop)
+        return url
+
+    def stop(self) -> None:
+        for stop in reversed(self._stops):
+            stop()
+        self._stops.clear()
+
+
+@pytest.fixture(scope="session")
+def openenv_venv_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenEnvEnvs]:
+    """The environments of ``tests/openenv_envs`` served from the openenv-core 0.3.0 venv."""
+    found = OpenEnvEnvs("venv", tmp_path_factory.mktemp("openenv-envs"))
+    try:
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture(scope="session")
+def openenv_docker_envs(docker_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenEnvEnvs]:
+    """The environments of ``tests/openenv_envs`` served from their Docker images."""
+    found = OpenEnvEnvs("docker", tmp_path_factory.mktemp("openenv-envs"), docker_engine)
+    try:
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("venv", marks=pytest.mark.interop, id="venv"),
+        pytest.param("docker", marks=pytest.mark.docker, id="docker"),
+    ]
+)
+def openenv_envs(request: pytest.FixtureRequest) -> OpenEnvEnvs:
+    """Each environment of ``tests/openenv_envs`` served both ways (marked ``interop`` / ``docker``)."""
+    served: OpenEnvEnvs = request.getfixturevalue(f"openenv_{request.param}_envs")
+    return served

@@ -6,6 +6,7 @@ import json
 import pickle
 from typing import Any
 
+import pydantic
 import pytest
 
 from openenv._core import frames
@@ -216,6 +217,35 @@ def test_typed_codec() -> None:
     state = codec._parse_state({"episode_id": "e", "step_count": 1, "extra": 5})
     assert isinstance(state, State) and state.model_extra == {"extra": 5}
     assert "EchoAction" in repr(codec)
+
+
+def test_codec_with_unions_of_models() -> None:
+    from typing import Annotated, Union
+
+    from .openenv_models import GameOverObservation, MoveAction, ResignAction, RoundObservation
+
+    plain = Codec(action=MoveAction | ResignAction, observation=RoundObservation | GameOverObservation)
+    annotated = Codec(
+        action=Annotated[Union[MoveAction, ResignAction], pydantic.Field(discriminator="type")],  # noqa: UP007
+        observation=RoundObservation | GameOverObservation,
+    )
+    for codec in (plain, annotated):
+        assert codec._step_payload({"type": "resign"}) == {"type": "resign", "reason": "", "metadata": {}}
+        assert codec._step_payload(MoveAction(stance="guard"))["stance"] == "guard"
+        with pytest.raises(InvalidAction):
+            codec._step_payload({"type": "move", "stance": "dance"})
+        with pytest.raises(InvalidActionType):
+            codec._step_payload(EchoAction(message="x"))
+    assert repr(plain) == "Codec(action=MoveAction | ResignAction, observation=RoundObservation | GameOverObservation)"
+    over = {"kind": "game_over", "winner": "you", "reason": "knockout", "rounds": 4, "your_hp": 1, "opponent_hp": 0}
+    result = plain._parse_result({"observation": over, "reward": 1.0, "done": True})
+    assert isinstance(result.observation, GameOverObservation)
+    # reward and done (fields every member has) are filled in from the frame
+    assert (result.observation.reward, result.observation.done) == (1.0, True)
+    result = plain._parse_result({"observation": {"kind": "round", "your_hp": 3, "opponent_hp": 2}, "done": False})
+    assert isinstance(result.observation, RoundObservation)
+    with pytest.raises(ParseError, match=r"RoundObservation \| GameOverObservation"):
+        plain._parse_result({"observation": {"kind": "nope"}, "done": False})
 
 
 def test_in_flight_guard() -> None:

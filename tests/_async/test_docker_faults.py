@@ -44,7 +44,8 @@ async def test_a_container_killed_mid_episode_loses_the_session_and_is_removed(d
         await env.reset()
         await env.step({"message": "one"})
         # the docker CLI, not the fixture's docker-py client: its pooled sockets would count as leaks
-        subprocess.run(["docker", "kill", env.provider.container_id], check=True, capture_output=True, timeout=60)  # type: ignore[union-attr]
+        kill = ["docker", "kill", env.provider.container_id]  # type: ignore[union-attr]
+        subprocess.run(kill, check=True, capture_output=True, timeout=60)  # noqa: ASYNC221 - a test step, on purpose
         with pytest.raises(SessionLost):
             await env.step({"message": "two"})
         with pytest.raises(SessionLost, match="reset"):  # later calls keep saying so until reset()

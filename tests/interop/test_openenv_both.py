@@ -1,0 +1,152 @@
+"""Our wheel and the released openenv-core 0.3.0 installed in ONE venv, and each alone.
+
+The venvs live beside the released ones (``$OPENENV_INTEROP_VENVS``):
+``both-0.3.0`` (openenv-core 0.3.0, then our wheel) and ``ours-only``; both
+are created once (marker files) and get our freshly built wheel every run.
+``both_driver.py`` runs in the shared venv: the environments' own
+``client.py``/``models.py`` (importing ``openenv.core``) beside ``openenv.sync``.
+Then each package is uninstalled in turn: the other must keep working.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import OPENENV_ENVS
+from .conftest import ROOT, VENVS, record
+
+pytestmark = pytest.mark.interop
+
+
+def _run(*command: str | Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, command))} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+@pytest.fixture(scope="session")
+def our_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Our wheel, built from the working tree (``pip wheel --no-deps``)."""
+    out = tmp_path_factory.mktemp("wheel")
+    env = {**os.environ, "HATCH_BUILD_NO_HOOKS": "true"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = out.glob("openenv_twin-*.whl")
+    return wheel
+
+
+def _venv(name: str, *packages: str) -> Path:
+    """A venv under VENVS with ``packages`` (created once; marker file)."""
+    venv = VENVS / name
+    python = venv / "bin" / "python"
+    marker = venv / ".openenv-installed"
+    if not marker.exists():
+        _run(sys.executable, "-m", "venv", venv)
+        if packages:
+            _run(python, "-m", "pip", "install", "--quiet", *packages)
+        marker.write_text(" ".join(packages))
+    return python
+
+
+@pytest.fixture
+def locked_venvs() -> Iterator[None]:
+    """One test at a time changes these shared venvs (other pytest runs may use them too)."""
+    VENVS.mkdir(parents=True, exist_ok=True)
+    with open(VENVS / "both-venvs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _install_ours(python: Path, wheel: Path) -> None:
+    _run(python, "-m", "pip", "install", "--quiet", wheel)  # with its dependencies (once)
+    _run(python, "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", wheel)  # this tree's code
+
+
+def _py(python: Path, code: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run(python, "-c", code, *args, check=check)
+
+
+OURS_WORK = """
+import sys, importlib.util
+from openenv.sync import Env
+import openenv.aio
+with Env(sys.argv[1]) as env:
+    env.reset(seed=3)
+    r = env.step({"type": "call_tool", "tool_name": "guess", "arguments": {"number": 50}})
+    assert r.observation["result"]["data"] in ("higher", "lower", "correct: the number was 50"), r
+    assert env.state()["step_count"] == 1
+print(importlib.util.find_spec("openenv.core") is None)
+"""
+
+THEIRS_WORK = """
+import sys, importlib.util
+sys.path.insert(0, sys.argv[2])
+import openenv.core.env_server
+from mcp_guess.client import MCPGuessEnv
+env = MCPGuessEnv(base_url=sys.argv[1]).sync()
+with env:
+    env.reset(seed=3)
+    assert env.call_tool("guess", number=50) in ("higher", "lower", "correct: the number was 50")
+    assert env.state().step_count == 1
+print(importlib.util.find_spec("openenv.sync") is None)
+"""
+
+
+def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_wheel: Path, locked_venvs: None) -> None:
+    guess, duel = openenv_venv_envs.url("mcp_guess"), openenv_venv_envs.url("duel")
+    python = _venv("both-0.3.0", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0")  # back if a run was interrupted
+    _install_ours(python, our_wheel)
+    try:
+        done = _run(python, Path(__file__).parent / "both_driver.py", guess, duel, OPENENV_ENVS, timeout=300)
+        out = json.loads(done.stdout.strip().splitlines()[-1])["result"]
+        assert out["theirs_guess"] == out["ours_guess"] and out["theirs_guess"] in ("higher", "lower")
+        assert out["theirs_guess_state"] == out["ours_guess_state"] == ["GuessState", 1, [50]]
+        assert out["ours_tools"] == ["guess", "hint"]
+        assert out["theirs_duel"] == out["ours_duel"]
+        assert [step[0] for step in out["ours_duel"]] == ["RoundObservation", "GameOverObservation"]
+        assert out["ours_duel"][1][2:] == [-1.0, True]
+        assert out["ours_duel_state"] == ["DuelState", True]
+        assert out["ours_cli"] == [0, True] and out["theirs_cli"] == [0, True]
+        assert Path(out["core_file"]).parent.parent == Path(out["ours_file"]).parent  # one openenv/ directory
+        record("ours+openenv-core in one venv", "openenv-core 0.3.0 (envs' own clients)", "side by side")
+
+        # without our wheel, openenv-core (and its CLI) still work
+        _run(python, "-m", "pip", "uninstall", "-y", "--quiet", "openenv-twin")
+        assert _py(python, THEIRS_WORK, guess, str(OPENENV_ENVS)).stdout.split() == ["True"]
+        _run(python.parent / "openenv", "--help")
+        record("openenv-core alone after uninstalling ours", "openenv-core 0.3.0", "uninstall openenv-twin")
+
+        # without openenv-core, ours still works (the namespace package is ours alone)
+        _install_ours(python, our_wheel)
+        _run(python, "-m", "pip", "uninstall", "-y", "--quiet", "openenv-core")
+        assert _py(python, OURS_WORK, guess).stdout.split() == ["True"]
+        assert "serve" in _run(python, "-m", "openenv", "--help").stdout
+        record("ours alone after uninstalling openenv-core", "openenv-core 0.3.0", "uninstall openenv-core")
+    finally:
+        _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0", check=False)
+
+
+def test_only_our_wheel(openenv_venv_envs: Any, our_wheel: Path, locked_venvs: None) -> None:
+    guess = openenv_venv_envs.url("mcp_guess")
+    python = _venv("ours-only")
+    _install_ours(python, our_wheel)
+    assert _py(python, OURS_WORK, guess).stdout.split() == ["True"]
+    assert "serve" in _run(python, "-m", "openenv", "--help").stdout
+    record("ours alone (wheel)", "openenv-core 0.3.0", "only our wheel")
