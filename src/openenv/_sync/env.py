@@ -18,12 +18,10 @@ from .._core.codec import Codec, as_codec
 from .._core.errors import (
     CapacityReached,
     ConnectError,
-    EnvClosed,
     MessageTimeout,
     ProtocolError,
     ServerError,
     ServerValidationError,
-    SessionLost,
     ToolError,
     ToolNotFound,
 )
@@ -40,6 +38,7 @@ from .._core.options import (
     scrub,
     tls_hint,
 )
+from .._core.session import RequestKind, Session, attach_plan, created, release_on_close, ws_target
 from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
@@ -160,9 +159,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         self._stack: ExitStack | None = None
         self._ws: WebSocket | None = None
         self._loop: object = None
-        self._episode = False
-        self._lost: str | None = None
-        self._closed = False
+        self._session = Session(redact_url(self.base_url))
         self._children: list[Env[Any, Any, Any]] = []
         self._mcp = McpState()
 
@@ -196,10 +193,10 @@ class Env(Generic[ActT, ObsT, StateT]):
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._session.closed
 
     def __repr__(self) -> str:
-        status = "closed" if self._closed else "connected" if self._ws is not None else "not connected"
+        status = "closed" if self._session.closed else "connected" if self._ws is not None else "not connected"
         return f"<{type(self).__name__} {redact_url(self.base_url)} {status}>"
 
     # -- connection ----------------------------------------------------------
@@ -224,7 +221,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Close the session's WebSocket (ending its episode); the client can connect again."""
         with self._guard:
             self._shutdown(send_close=True)
-            self._lost = None
+            self._session.forget_loss()
 
     def close(self) -> None:
         """End the session, sessions made by :meth:`new_session`, and anything the client started.
@@ -232,9 +229,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         Idempotent.  A call in flight on another task or thread fails with
         :class:`~openenv.SessionLost`.
         """
-        if self._closed:
+        if self._session.closed:
             return
-        self._closed = True
+        self._session.closed = True
         children, self._children = self._children, []
         try:
             for child in children:
@@ -243,9 +240,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         except BaseException:
             # cancelled or interrupted while closing: drop every socket left at once
             for child in children:
-                child._closed = True
-                child._lose_now("the client was closed", False)
-            self._lose_now("the client was closed", False)
+                child._session.closed = True
+                child._lose_now(Session.CLOSED, had_episode=False)
+            self._lose_now(Session.CLOSED, had_episode=False)
             raise
         finally:
             self._resources.close()
@@ -594,15 +591,13 @@ class Env(Generic[ActT, ObsT, StateT]):
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
         request_id = self._mcp.ids.next()
         frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
-        return self._request(
-            frame, frames.MCP, "mcp", False, lambda data: mcp.rpc_result(data, request_id, tool=tool)
-        )
+        return self._request(RequestKind.MCP, frame, lambda data: mcp.rpc_result(data, request_id, tool=tool))
 
     def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
         """An MCP action through the step loop: (observation dict, step result)."""
         try:
             frame = frames.encode_step(action)
-            result = self._request(frame, frames.OBSERVATION, "step", False, frames.parse_step_result)
+            result = self._request(RequestKind.TOOL_STEP, frame, frames.parse_step_result)
         except ServerValidationError as exc:
             if unsupported is not None:
                 raise unsupported from exc  # the environment takes no MCP actions either
@@ -639,14 +634,12 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     def _session_ws_url(self) -> str:
         """The ``/ws`` URL to open: in production mode, attached to an HTTP-created session."""
-        if self._mode != PRODUCTION:
-            return self._endpoints.ws_url
-        if self._mcp.session_id is None and self._mcp.attach:
-            result = self._mcp_post(mcp.SESSION_CREATE, {})
-            self._mcp.session_id, self._mcp.owned = mcp.session_id_of(result), True
-        if not self._mcp.attach or self._mcp.session_id is None:
-            return self._endpoints.ws_url
-        return mcp.attach_url(self._endpoints.ws_url, self._mcp.session_id)
+        target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
+        if target.create:
+            created(self._mcp, mcp.session_id_of(self._mcp_post(mcp.SESSION_CREATE, {})))
+            target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
+        assert target.url is not None
+        return target.url
 
     def _ws_session_id(self) -> str:
         """Ask the WebSocket which session it serves (``openenv/session/create`` over ``/ws``)."""
@@ -672,20 +665,20 @@ class Env(Generic[ActT, ObsT, StateT]):
                 own = self._ws_session_id()
             except CapacityReached:
                 own = None  # the HTTP session holds the slot the socket wanted
-            if own == self._mcp.session_id:
+            plan = attach_plan(self._mcp, own)
+            if plan.ok:
                 return
-            created = self._mcp.session_id if self._mcp.owned else None
-            self._mcp.attach, self._mcp.owned, self._mcp.session_id = False, False, own
-            if own is None:
+            if plan.reconnect:
                 self._shutdown(send_close=False)
-            if created is not None:
-                self._mcp_post(mcp.SESSION_CLOSE, {"session_id": created})
-            if own is None:
+            if plan.release is not None:
+                self._mcp_post(mcp.SESSION_CLOSE, {"session_id": plan.release})
+            if plan.reconnect:
                 stack = ExitStack()
                 ws = stack.enter_context(
                     ws_connect(self._endpoints.ws_url, **self._options.ws_kwargs(self._endpoints))
                 )
                 self._stack, self._ws, self._loop = stack, ws, loop_token()
+                self._session.opened()
                 self._mcp.session_id = self._ws_session_id()
         except BaseException:
             self._shutdown(send_close=True)
@@ -695,10 +688,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         """On close: end the HTTP-created session (after the socket detached), close the HTTP client."""
         http, self._mcp.http = self._mcp.http, None
         try:
-            if self._mcp.owned and self._mcp.session_id is not None:
-                self._mcp.owned = False
+            release = release_on_close(self._mcp)
+            if release is not None:
                 try:
-                    self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": self._mcp.session_id})
+                    self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": release})
                 except Exception:  # best effort: the server may be gone already
                     pass
         finally:
@@ -718,7 +711,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True, self._parse_reset)
+        return self._request(RequestKind.RESET, frames.encode_reset(kwargs), self._parse_reset)
 
     def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -749,7 +742,7 @@ class Env(Generic[ActT, ObsT, StateT]):
                 "has no way to send them (put them in the action instead)"
             )
         frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]
-        return self._request(frame, frames.OBSERVATION, "step", False, self._parse_result)
+        return self._request(RequestKind.STEP, frame, self._parse_result)
 
     def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).
@@ -757,7 +750,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         Raises:
             ParseError: the reply did not match the codec's state model (``payload`` holds it).
         """
-        return self._request(frames.STATE_FRAME, frames.STATE, "state", False, self._parse_state)
+        return self._request(RequestKind.STATE, frames.STATE_FRAME, self._parse_state)
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
@@ -778,13 +771,12 @@ class Env(Generic[ActT, ObsT, StateT]):
     # -- internals -------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise EnvClosed(f"this client for {redact_url(self.base_url)} is closed; create a new one")
+        self._session.check_open()
 
     def _open(self) -> None:
         """Open a new WebSocket (a new server session), dropping any previous one."""
         self._shutdown(send_close=True)
-        self._lost = None
+        self._session.opening()
         self._check_open()
         stack = ExitStack()
         options = self._options
@@ -796,7 +788,8 @@ class Env(Generic[ActT, ObsT, StateT]):
             # the library's own text may quote a header value: chain it only when it is clean
             raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
         self._stack, self._ws, self._loop = stack, ws, loop_token()
-        if self._closed:  # close() ran while this connection was being opened
+        self._session.opened()
+        if self._session.closed:  # close() ran while this connection was being opened
             self._shutdown(send_close=True)
             self._check_open()
         if self._mode == PRODUCTION:
@@ -806,7 +799,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Close the current WebSocket, politely when ``send_close``; never raises."""
         stack, ws = self._stack, self._ws
         self._stack = self._ws = None
-        self._episode = False
+        self._session.disconnected()
         if stack is None or ws is None:
             return
         if self._loop is not loop_token():
@@ -824,102 +817,76 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     def _lose(self, reason: str) -> None:
         """Close the socket; remember a lost episode so later calls say so."""
-        if self._episode:
-            self._lost = reason
+        self._session.lose(reason)
         self._shutdown(send_close=False)
 
-    def _lose_now(self, reason: str, had_episode: bool) -> None:
+    def _lose_now(self, reason: str, *, had_episode: bool) -> None:
         """Drop the socket at once, without a closing handshake (its state is unknown)."""
-        if had_episode:
-            self._lost = reason
+        self._session.lose(reason, had_episode=had_episode)
         ws = self._ws
         self._stack = self._ws = None
-        self._episode = False
         if ws is not None:
             ws_abandon(ws)
 
-    def _session(self, starts_episode: bool) -> WebSocket:
+    def _socket_for(self, kind: RequestKind) -> WebSocket:
         if self._ws is not None and self._loop is not loop_token():
             # never reuse a connection made on another event loop
-            self._lose("the session's connection was opened on another event loop")
-        if self._ws is None:
-            if self._lost is not None and not starts_episode:
-                raise SessionLost(
-                    f"{self._lost}, so the episode on the server is gone; call reset() to "
-                    "start a new episode (it reconnects), or connect() to reconnect"
-                )
+            self._lose(Session.OTHER_LOOP)
+        if self._session.needs_connection(kind) or self._ws is None:
             self._open()
         assert self._ws is not None
         return self._ws
 
-    def _request(
-        self,
-        frame: str,
-        expected: str,
-        what: str,
-        starts_episode: bool,
-        parse: Callable[[dict[str, Any]], T],
-    ) -> T:
+    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
         """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
 
-        Any :class:`ProtocolError`, from the envelope check or from ``parse``,
+        The session decides what each outcome means (retry, lost episode);
+        any :class:`ProtocolError`, from the envelope check or from ``parse``,
         closes the connection (its state is unknown), as the error promises.
         """
-        self._check_open()
+        session = self._session
+        session.check_open()
         with self._guard:
-            for attempt in (1, 2):
+            for number in (1, 2):
                 reused = self._ws is not None
-                ws = self._session(starts_episode)
-                had_episode = self._episode
-                sent = False
+                ws = self._socket_for(kind)
+                attempt = session.attempt(kind, number, reused=reused)
                 try:
                     try:
                         ws.send(frame)
-                        sent = True
+                        attempt.sent = True
                     except ConnectionClosed:
                         pass  # the server may have said why before closing (CAPACITY_REACHED): read it
                     raw = ws_recv(ws, self._options.message_timeout)
                 except ConnectionClosed as exc:
-                    error = closed_error(exc, what, self._options.max_message_size, had_episode)
-                    self._lose(f"the connection closed during {what}")
-                    if (
-                        attempt == 1
-                        and reused
-                        and not had_episode
-                        # idempotent requests; a step only if it never left (the socket was closed already)
-                        and (what in ("reset", "state") or (what == "step" and not sent))
-                        and type(error) is SessionLost
-                        and not self._closed
-                    ):
+                    error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
+                    self._lose(Session.closed_reason(kind))
+                    if session.may_retry(attempt, error):
                         continue  # a stale socket with nothing to lose: one fresh try
                     raise error from None
                 except TimeoutError:
-                    self._lose_now(f"no reply to {what} came within message_timeout", had_episode)
-                    raise MessageTimeout(
-                        f"no reply to {what} within message_timeout={self._options.message_timeout} s; "
-                        "the connection was closed (a late reply would desynchronise it)"
-                        + ("; the episode is lost, call reset() to start a new one" if had_episode else "")
-                    ) from None
+                    self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
+                    raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
                 except BaseException:
                     # cancelled or interrupted mid-request: the reply may still come, never reuse it
-                    self._lose_now(f"the {what} call was interrupted", had_episode)
+                    self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
                     raise
                 try:
-                    data = frames.decode_reply(raw, expected)
+                    data = frames.decode_reply(raw, kind.reply)
                 except ServerError as exc:
-                    if exc.fatal:
-                        self._lose(f"the server ended the session ({exc.code})")
+                    reason = Session.server_error_reason(exc)
+                    if reason is not None:
+                        self._lose(reason)
                     raise
                 except ProtocolError:
-                    self._lose(f"the server broke the protocol during {what}")
+                    self._lose(Session.protocol_reason(kind))
                     raise
-                if starts_episode or what == "step":
-                    self._episode = True
+                session.replied(kind)
                 # --- the reply's payload: a ProtocolError here closes the connection too ---
                 try:
                     return parse(data)
                 except ProtocolError:
-                    self._lose(f"the server broke the protocol during {what}")
+                    self._lose(Session.protocol_reason(kind))
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
