@@ -253,7 +253,7 @@ def test_client_options() -> None:
 
 
 def test_hf_token_only_to_hf_spaces_over_tls() -> None:
-    from openenv._core.sources import hosted_headers
+    from openenv._blocking.sources import hosted_headers
 
     env = {"HF_TOKEN": "hf_secret"}
     assert hosted_headers("https://owner-name.hf.space", None, env) == {"Authorization": "Bearer hf_secret"}
@@ -267,7 +267,9 @@ def test_hf_token_only_to_hf_spaces_over_tls() -> None:
 def test_credentials_never_reach_the_websockets_debug_log(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from openenv._core.options import WS_LOGGER
+    from openenv._adapters import ws_logger
+
+    WS_LOGGER = ws_logger()
 
     with caplog.at_level(logging.DEBUG, logger=WS_LOGGER.name):
         WS_LOGGER.debug("> %s: %s", "Authorization", "Bearer hf_secret")
@@ -312,7 +314,9 @@ def test_headers_are_checked_and_scrubbed() -> None:
 def test_websockets_log_lines_hide_every_unlisted_header() -> None:
     import logging
 
-    from openenv._core.options import WS_LOGGER
+    from openenv._adapters import ws_logger
+
+    WS_LOGGER = ws_logger()
 
     def shown(msg: str, *args: Any) -> str:
         record = logging.LogRecord(WS_LOGGER.name, logging.DEBUG, __file__, 1, msg, args, None)

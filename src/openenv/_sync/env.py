@@ -9,15 +9,15 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
 
-import httpx
 from typing_extensions import Self, TypeVar, Unpack
 from websockets.exceptions import ConnectionClosed
 
+from .._adapters import closed_error, connect_error, connect_kwargs, http_error
+from .._blocking.sources import checkout_app, classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
 from .._core.errors import (
     CapacityReached,
-    ConnectError,
     MessageTimeout,
     ProtocolError,
     ServerError,
@@ -33,13 +33,8 @@ from .._core.options import (
     EnvOptions,
     VerifyTypes,
     check_timeout,
-    closed_error,
-    connect_error,
-    scrub,
-    tls_hint,
 )
 from .._core.session import RequestKind, Session, attach_plan, created, release_on_close, ws_target
-from .._core.sources import checkout_app, classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
@@ -614,6 +609,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         return self._mcp_post(method, {**params, "session_id": self._mcp.session_id}, tool=tool)
 
     def _mcp_post(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
+        import httpx  # lazily: only health checks, schemas and production MCP need it
+
         url = self._endpoints.http("/mcp")
         if self._mcp.http is None:
             options = self._options
@@ -628,7 +625,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         try:
             response = self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
         except httpx.HTTPError as exc:
-            raise _http_error(exc, url, self._options) from None
+            raise http_error(exc, url, self._options) from None
         body = mcp.http_json(response.status_code, response.content, redact_url(url))
         return mcp.rpc_result(body, request_id, tool=tool)
 
@@ -675,7 +672,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             if plan.reconnect:
                 stack = ExitStack()
                 ws = stack.enter_context(
-                    ws_connect(self._endpoints.ws_url, **self._options.ws_kwargs(self._endpoints))
+                    ws_connect(self._endpoints.ws_url, **connect_kwargs(self._options, self._endpoints))
                 )
                 self._stack, self._ws, self._loop = stack, ws, loop_token()
                 self._session.opened()
@@ -782,7 +779,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         options = self._options
         url = self._session_ws_url()
         try:
-            ws = stack.enter_context(ws_connect(url, **options.ws_kwargs(self._endpoints)))
+            ws = stack.enter_context(ws_connect(url, **connect_kwargs(options, self._endpoints)))
         except Exception as exc:
             error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
             # the library's own text may quote a header value: chain it only when it is clean
@@ -891,17 +888,6 @@ class Env(Generic[ActT, ObsT, StateT]):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _http_error(exc: httpx.HTTPError, url: str, options: ClientOptions) -> Exception:
-    """Our error for an httpx failure, with header values scrubbed from the library's text."""
-    shown = redact_url(url)
-    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
-        return ConnectError(tls_hint(shown, exc))
-    error = mcp.http_error(exc, shown)
-    text = str(error)
-    clean = scrub(text, options.headers.values())
-    return error if clean == text else type(error)(clean)
-
-
 def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     """``codec``, or for ``codec="schema"`` the codec built from the server's ``GET /schema``.
 
@@ -911,6 +897,8 @@ def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     """
     if not (isinstance(codec, str) and codec == "schema"):
         return codec
+    import httpx  # lazily: only health checks, schemas and production MCP need it
+
     endpoints = parse_base_url(base_url)
     url = endpoints.http("/schema")
     checked = ClientOptions.of(options)
@@ -921,7 +909,7 @@ def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
         ) as http:
             response = http.get(url, timeout=timeout)
     except httpx.HTTPError as exc:
-        raise _http_error(exc, url, checked) from None
+        raise http_error(exc, url, checked) from None
     schema = mcp.http_json(response.status_code, response.content, redact_url(url))
     if not isinstance(schema, dict):
         raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
