@@ -344,3 +344,22 @@ def test_verify_options() -> None:
     unchecked = Options(verify=False).ws_kwargs(remote)["ssl"]
     assert unchecked.verify_mode == ssl.CERT_NONE and not unchecked.check_hostname
     assert "verify=False" in repr(Options(verify=False))
+
+
+def test_option_defaults_are_defined_once() -> None:
+    import dataclasses
+    import inspect
+
+    from openenv._core.options import DEFAULTS, READY_TIMEOUT, ClientOptions, EnvOptions
+    from openenv.aio import Env as AsyncEnv
+    from openenv.sync import Env
+
+    fields = {f.name for f in dataclasses.fields(ClientOptions)}
+    assert set(EnvOptions.__annotations__) == fields | {"mode"}
+    for cls in (Env, AsyncEnv):
+        params = inspect.signature(cls.__init__).parameters
+        assert set(params) - {"self", "base_url", "codec"} == fields | {"mode"}
+        for name in fields - {"headers"}:
+            assert params[name].default == getattr(DEFAULTS, name), name
+        for ctor in (cls.from_provider, cls.from_docker_image, cls.from_env):
+            assert inspect.signature(ctor).parameters["ready_timeout"].default == READY_TIMEOUT

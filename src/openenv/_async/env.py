@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -28,7 +27,8 @@ from .._core.errors import (
 from .._core.guard import InFlight
 from .._core.mcp import PRODUCTION, McpState
 from .._core.options import (
-    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULTS,
+    READY_TIMEOUT,
     ClientOptions,
     EnvOptions,
     VerifyTypes,
@@ -121,15 +121,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         base_url: str,
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
-        connect_timeout: float | None = 10.0,
-        message_timeout: float | None = 60.0,
-        max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
-        ping_interval: float | None = 20.0,
-        ping_timeout: float | None = 20.0,
+        connect_timeout: float | None = DEFAULTS.connect_timeout,
+        message_timeout: float | None = DEFAULTS.message_timeout,
+        max_message_size: int | None = DEFAULTS.max_message_size,
+        ping_interval: float | None = DEFAULTS.ping_interval,
+        ping_timeout: float | None = DEFAULTS.ping_timeout,
         headers: Mapping[str, str] | None = None,
-        compression: bool | None = None,
+        compression: bool | None = DEFAULTS.compression,
         mode: str | None = None,
-        verify: VerifyTypes = True,
+        verify: VerifyTypes = DEFAULTS.verify,
     ) -> None:
         self._endpoints = parse_base_url(base_url)
         self._mode = mcp.resolve_mode(mode)
@@ -243,11 +243,18 @@ class Env(Generic[ActT, ObsT, StateT]):
             await self._resources.aclose()
 
     async def __aenter__(self) -> Self:
+        return await self._connect_or_close()
+
+    async def _connect_or_close(self, *, parent: Env[Any, Any, Any] | None = None) -> Self:
+        """Connect, or close this client (and what it started) and re-raise; ``parent`` must stay open."""
         try:
-            return await self.connect()
+            await self.connect()
+            if parent is not None:
+                parent._check_open()  # closed while the child connected
         except BaseException:
             await self.close()
             raise
+        return self
 
     async def __aexit__(
         self,
@@ -269,16 +276,10 @@ class Env(Generic[ActT, ObsT, StateT]):
                 capacity only then).
         """
         self._check_open()
-        child = copy.copy(self)
-        child._provider = None
-        child._resources = AsyncExitStack()
-        child._reset_connection_state()
-        try:
-            await child.connect()
-            self._check_open()  # closed while the child connected
-        except BaseException:
-            await child.close()
-            raise
+        # a fresh instance (never a copy: a subclass's mutable state is not shared), same configuration
+        child = type(self)(self.base_url, codec=self._codec, mode=self._mode)
+        child._endpoints, child._options, child._tools_cache = self._endpoints, self._options, self._tools_cache
+        await child._connect_or_close(parent=self)
         self._children.append(child)
         return child
 
@@ -290,7 +291,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         provider: Provider,
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Start a server with ``provider``, wait until it is healthy, and return a connected client.
@@ -326,12 +327,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             raise
         env._provider = provider
         env._resources.push_async_callback(provider.stop)
-        try:
-            await env.connect()
-        except BaseException:
-            await env.close()
-            raise
-        return env
+        return await env._connect_or_close()
 
     @classmethod
     async def from_docker_image(
@@ -343,7 +339,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         run_options: Mapping[str, Any] | None = None,
         port: int | None = None,
         pull: bool | None = None,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Run ``image`` in a local Docker engine and return a client connected to it.
@@ -386,7 +382,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         port: int | None = None,
         command: Sequence[str] | None = None,
         install: bool = False,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
@@ -450,12 +446,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
                 resolved = await _schema_codec(codec, where.target, options)
-                env = cls(where.target, codec=resolved, **options)
-                try:
-                    return await env.connect()
-                except BaseException:
-                    await env.close()
-                    raise
+                return await cls(where.target, codec=resolved, **options)._connect_or_close()
             if where.kind == "image":
                 provider = DockerProvider(where.target, env_vars=env_vars, port=port)
             else:

@@ -27,6 +27,8 @@ __all__ = [
     "check_headers",
     "check_verify",
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULTS",
+    "READY_TIMEOUT",
     "HARMLESS_HEADERS",
 ]
 
@@ -165,6 +167,7 @@ def _ssl_context(verify: VerifyTypes) -> ssl.SSLContext:
 class ClientOptions:
     """Connection options of a client (see ``Env`` for their meaning)."""
 
+    # the defaults of every constructor: Env(...)'s signature reads them from DEFAULTS
     connect_timeout: float | None = 10.0
     message_timeout: float | None = 60.0
     max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE
@@ -268,6 +271,14 @@ def tls_hint(url: str, exc: BaseException) -> str:
         f"TLS certificate verification failed for {url} ({reason}); if the server uses a private CA, "
         "pass verify='/path/to/ca.pem' or verify=ssl_context to Env(...)"
     )
+
+
+#: The default options, defined once (``ClientOptions``' field defaults): ``Env(...)``'s
+#: signature takes its default values from here; ``tests/test_core.py`` checks they agree.
+DEFAULTS = ClientOptions()
+
+#: Seconds a constructor that starts a server waits for ``GET /health`` by default.
+READY_TIMEOUT = 60.0
 
 
 class EnvOptions(TypedDict, total=False):
