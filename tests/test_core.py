@@ -283,7 +283,7 @@ def test_client_options() -> None:
 
 
 def test_hf_token_only_to_hf_spaces_over_tls() -> None:
-    from openenv._core.sources import hosted_headers
+    from openenv._blocking.sources import hosted_headers
 
     env = {"HF_TOKEN": "hf_secret"}
     assert hosted_headers("https://owner-name.hf.space", None, env) == {"Authorization": "Bearer hf_secret"}
@@ -297,7 +297,9 @@ def test_hf_token_only_to_hf_spaces_over_tls() -> None:
 def test_credentials_never_reach_the_websockets_debug_log(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from openenv._core.options import WS_LOGGER
+    from openenv._adapters import ws_logger
+
+    WS_LOGGER = ws_logger()
 
     with caplog.at_level(logging.DEBUG, logger=WS_LOGGER.name):
         WS_LOGGER.debug("> %s: %s", "Authorization", "Bearer hf_secret")
@@ -342,7 +344,9 @@ def test_headers_are_checked_and_scrubbed() -> None:
 def test_websockets_log_lines_hide_every_unlisted_header() -> None:
     import logging
 
-    from openenv._core.options import WS_LOGGER
+    from openenv._adapters import ws_logger
+
+    WS_LOGGER = ws_logger()
 
     def shown(msg: str, *args: Any) -> str:
         record = logging.LogRecord(WS_LOGGER.name, logging.DEBUG, __file__, 1, msg, args, None)
@@ -370,3 +374,22 @@ def test_verify_options() -> None:
     unchecked = Options(verify=False).ws_kwargs(remote)["ssl"]
     assert unchecked.verify_mode == ssl.CERT_NONE and not unchecked.check_hostname
     assert "verify=False" in repr(Options(verify=False))
+
+
+def test_option_defaults_are_defined_once() -> None:
+    import dataclasses
+    import inspect
+
+    from openenv._core.options import DEFAULTS, READY_TIMEOUT, ClientOptions, EnvOptions
+    from openenv.aio import Env as AsyncEnv
+    from openenv.sync import Env
+
+    fields = {f.name for f in dataclasses.fields(ClientOptions)}
+    assert set(EnvOptions.__annotations__) == fields | {"mode"}
+    for cls in (Env, AsyncEnv):
+        params = inspect.signature(cls.__init__).parameters
+        assert set(params) - {"self", "base_url", "codec"} == fields | {"mode"}
+        for name in fields - {"headers"}:
+            assert params[name].default == getattr(DEFAULTS, name), name
+        for ctor in (cls.from_provider, cls.from_docker_image, cls.from_env):
+            assert inspect.signature(ctor).parameters["ready_timeout"].default == READY_TIMEOUT

@@ -304,9 +304,10 @@ def _fetch_schema(base_url: str) -> dict[str, Any]:
     """
     import httpx
 
+    from openenv._adapters import httpx_error
+    from openenv._blocking.sources import hosted_headers
     from openenv._core import mcp
     from openenv._core.errors import ProtocolError
-    from openenv._core.sources import hosted_headers
     from openenv._core.urls import parse_base_url, redact_url
 
     endpoints = parse_base_url(base_url)
@@ -315,7 +316,7 @@ def _fetch_schema(base_url: str) -> dict[str, Any]:
         with httpx.Client(trust_env=not endpoints.is_local, headers=hosted_headers(base_url, None)) as http:
             response = http.get(url, timeout=httpx.Timeout(60.0, connect=10.0))
     except httpx.HTTPError as exc:
-        raise mcp.http_error(exc, redact_url(url)) from None
+        raise httpx_error(exc, redact_url(url)) from None
     schema = mcp.http_json(response.status_code, response.content, redact_url(url))
     if not isinstance(schema, dict):
         raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")

@@ -90,7 +90,7 @@ async def test_call_tool_sends_the_step_action(script_server: Callable[..., Any]
             "type": "step",
             "data": {"type": "call_tool", "tool_name": "add", "arguments": {"a": 1, "b": 2}},
         }
-        assert env._episode  # a step: the episode is in progress for the session bookkeeping
+        assert env._session.episode  # a step: the episode is in progress for the session bookkeeping
         with pytest.raises(InvalidActionType):  # not JSON: refused before sending
             await env.call_tool("add", a={1, 2})
         assert len(server.received) == 1

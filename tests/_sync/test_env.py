@@ -460,3 +460,18 @@ def test_closing_a_parent_closes_every_child(counter_server: Any) -> None:
     children = [env.new_session() for _ in range(3)]
     env.close()
     assert all(child.closed and not child.connected for child in children)
+
+
+def test_new_session_is_a_fresh_instance_not_a_copy(counter_server: Any) -> None:
+    class Recording(Env):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.seen: list[Any] = []
+
+    with Recording(counter_server.url, message_timeout=7.0, headers={"X-Trace": "t"}) as env:
+        child = env.new_session()
+        assert type(child) is Recording and child.seen is not env.seen  # no shared mutable state
+        assert child.options == env.options and child.base_url == env.base_url and child.mode == env.mode
+        assert child.codec is env.codec
+        child.reset(start=3)
+        assert (child.state())["total"] == 3

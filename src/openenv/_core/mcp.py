@@ -275,23 +275,6 @@ class McpState:
         self.http: Any = None
 
 
-def http_error(exc: BaseException, url: str) -> Exception:
-    """Our error for an httpx exception raised by ``POST /mcp`` or ``GET /schema``."""
-    import httpx
-
-    from .errors import EnvTimeout
-
-    if isinstance(exc, httpx.TimeoutException):
-        return EnvTimeout(f"no answer from {url} in time ({type(exc).__name__})")
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return ConnectError(
-            f"{url} dropped the request without an HTTP answer ({exc}); servers built on "
-            "openenv.server cannot take POST requests with a body, so production mode (POST /mcp) "
-            "does not work against them: use mode='simulation'"
-        )
-    return ConnectError(f"HTTP request to {url} failed: {type(exc).__name__}: {exc}")
-
-
 def http_json(status: int, body: bytes, url: str) -> Any:
     """The JSON body of an HTTP answer, or a :class:`ProtocolError` saying what came instead."""
     import json
@@ -312,4 +295,4 @@ def http_json(status: int, body: bytes, url: str) -> Any:
         raise ProtocolError(f"{url} answered with a body that is not JSON: {body[:120]!r}") from None
 
 
-__all__ += ["McpState", "http_error", "http_json", "session_id_of", "tool_error"]
+__all__ += ["McpState", "http_json", "session_id_of", "tool_error"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -14,37 +13,22 @@ from functools import cached_property
 from typing import Any, TypeAlias, Union
 
 from typing_extensions import TypedDict
-from websockets.exceptions import (
-    ConnectionClosed,
-    InvalidHandshake,
-    InvalidStatus,
-    InvalidURI,
-)
 
-from .errors import (
-    ConnectError,
-    ConnectTimeout,
-    InvalidHeader,
-    InvalidOption,
-    InvalidURL,
-    MessageTooLarge,
-    OpenEnvError,
-    SessionLost,
-    error_from_frame,
-)
-from .frames import describe_close
-from .urls import Endpoints, redact_target, redact_url
+from .errors import InvalidHeader, InvalidOption
+from .urls import Endpoints, redact_target
 
 __all__ = [
     "ClientOptions",
     "EnvOptions",
     "VerifyTypes",
-    "connect_error",
-    "closed_error",
+    "tls_hint",
+    "RedactHeaders",
     "check_timeout",
     "check_headers",
     "check_verify",
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULTS",
+    "READY_TIMEOUT",
     "HARMLESS_HEADERS",
 ]
 
@@ -83,7 +67,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _VALUE = re.compile(r"^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$")
 
 
-class _RedactHeaders(logging.Filter):
+class RedactHeaders(logging.Filter):
     """Hide header values (but a few harmless ones) and query values in websockets' handshake debug lines."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -96,9 +80,10 @@ class _RedactHeaders(logging.Filter):
         return True
 
 
-#: The logger our connections use: websockets' own lines, credentials hidden.
+#: The logger our connections use: websockets' own lines.  Its
+#: :class:`RedactHeaders` filter (credentials hidden) is added where
+#: connections are made (``openenv._adapters.connect_kwargs``), not at import.
 WS_LOGGER = logging.getLogger("openenv.websockets")
-WS_LOGGER.addFilter(_RedactHeaders())
 
 
 def check_timeout(name: str, value: float | None) -> float | None:
@@ -182,6 +167,7 @@ def _ssl_context(verify: VerifyTypes) -> ssl.SSLContext:
 class ClientOptions:
     """Connection options of a client (see ``Env`` for their meaning)."""
 
+    # the defaults of every constructor: Env(...)'s signature reads them from DEFAULTS
     connect_timeout: float | None = 10.0
     message_timeout: float | None = 60.0
     max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE
@@ -278,52 +264,6 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def connect_error(
-    exc: BaseException, endpoints: Endpoints, timeout: float | None, secrets: Iterable[str] = ()
-) -> OpenEnvError:
-    """Our error for an exception raised while opening the WebSocket (header values scrubbed)."""
-    error = _connect_error(exc, endpoints, timeout)
-    text = str(error)
-    clean = scrub(text, secrets)
-    if clean != text and type(error) in (ConnectError, ConnectTimeout, InvalidURL):
-        return type(error)(clean)
-    return error
-
-
-def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | None) -> OpenEnvError:
-    url = redact_url(endpoints.ws_url)
-    if isinstance(exc, OpenEnvError):
-        return exc
-    if isinstance(exc, TimeoutError):
-        return ConnectTimeout(f"could not open {url} within connect_timeout={timeout} s")
-    if isinstance(exc, InvalidURI):
-        return InvalidURL(f"invalid WebSocket URL {url}")
-    if isinstance(exc, InvalidStatus):
-        status = exc.response.status_code
-        refusal = _error_in_body(exc.response.body)
-        if refusal is not None:  # the server said why, in the protocol's terms (CAPACITY_REACHED, ...)
-            return refusal
-        hint = (
-            "; is this an OpenEnv server? (its WebSocket endpoint is /ws under the base URL)"
-            if status in (400, 403, 404)
-            else ""
-        )
-        if status in (401, 403) and not hint:
-            hint = "; check the Authorization header"
-        return ConnectError(f"the server at {url} refused the WebSocket upgrade with HTTP {status}{hint}")
-    if isinstance(exc, InvalidHandshake):
-        return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
-    if isinstance(exc, ConnectionRefusedError):
-        return ConnectError(f"connection refused by {url}; is the server running?")
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return ConnectError(tls_hint(url, exc))
-    if isinstance(exc, OSError):
-        return ConnectError(f"could not connect to {url}: {exc.strerror or exc}")
-    if isinstance(exc, ConnectionClosed):
-        return ConnectError(f"the server at {url} closed the connection during the handshake")
-    return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
-
-
 def tls_hint(url: str, exc: BaseException) -> str:
     """The message for a server certificate that failed verification."""
     reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
@@ -333,44 +273,12 @@ def tls_hint(url: str, exc: BaseException) -> str:
     )
 
 
-def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:
-    """The protocol error carried by a refused upgrade's body (``{"type":"error","data":{...}}``), if any."""
-    if not body or len(body) > 65536:
-        return None
-    try:
-        frame = json.loads(bytes(body))
-    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too)
-        return None
-    if type(frame) is not dict or frame.get("type") != "error" or type(frame.get("data")) is not dict:
-        return None
-    if not isinstance(frame["data"].get("code"), str):
-        return None
-    return error_from_frame(frame["data"])
+#: The default options, defined once (``ClientOptions``' field defaults): ``Env(...)``'s
+#: signature takes its default values from here; ``tests/test_core.py`` checks they agree.
+DEFAULTS = ClientOptions()
 
-
-def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:
-    """Our error for a connection that closed during a request."""
-    sent, rcvd = exc.sent, exc.rcvd
-    if rcvd is not None and sent is not None and exc.rcvd_then_sent:
-        sent = None  # we only echoed the server's close frame
-    if sent is not None and sent.code == 1009:
-        return MessageTooLarge(
-            f"the server sent a message larger than max_message_size={max_size} bytes during {what}; "
-            "the connection was closed. Pass a larger max_message_size to Env(...)"
-        )
-    if rcvd is not None and rcvd.code == 1009:
-        return MessageTooLarge(
-            f"the server refused our {what} message as too large ({describe_close(rcvd.code, rcvd.reason)}); "
-            "send a smaller action or raise the server's limit"
-        )
-    code = rcvd.code if rcvd is not None else None
-    reason = rcvd.reason if rcvd is not None else ""
-    tail = (
-        "the episode on the server is lost; call reset() to start a new one"
-        if episode
-        else "no episode was in progress"
-    )
-    return SessionLost(f"the connection closed during {what} ({describe_close(code, reason)}); {tail}")
+#: Seconds a constructor that starts a server waits for ``GET /health`` by default.
+READY_TIMEOUT = 60.0
 
 
 class EnvOptions(TypedDict, total=False):

@@ -3,44 +3,38 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
 
-import httpx
 from typing_extensions import Self, TypeVar, Unpack
 from websockets.exceptions import ConnectionClosed
 
+from .._adapters import closed_error, connect_error, connect_kwargs, http_error
+from .._blocking.sources import checkout_app, classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
 from .._core.errors import (
     CapacityReached,
-    ConnectError,
-    EnvClosed,
     MessageTimeout,
     ProtocolError,
     ServerError,
     ServerValidationError,
-    SessionLost,
     ToolError,
     ToolNotFound,
 )
 from .._core.guard import InFlight
 from .._core.mcp import PRODUCTION, McpState
 from .._core.options import (
-    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULTS,
+    READY_TIMEOUT,
     ClientOptions,
     EnvOptions,
     VerifyTypes,
     check_timeout,
-    closed_error,
-    connect_error,
-    scrub,
-    tls_hint,
 )
-from .._core.sources import checkout_app, classify_source, hosted_headers
+from .._core.session import RequestKind, Session, attach_plan, created, release_on_close, ws_target
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
@@ -127,15 +121,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         base_url: str,
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
-        connect_timeout: float | None = 10.0,
-        message_timeout: float | None = 60.0,
-        max_message_size: int | None = DEFAULT_MAX_MESSAGE_SIZE,
-        ping_interval: float | None = 20.0,
-        ping_timeout: float | None = 20.0,
+        connect_timeout: float | None = DEFAULTS.connect_timeout,
+        message_timeout: float | None = DEFAULTS.message_timeout,
+        max_message_size: int | None = DEFAULTS.max_message_size,
+        ping_interval: float | None = DEFAULTS.ping_interval,
+        ping_timeout: float | None = DEFAULTS.ping_timeout,
         headers: Mapping[str, str] | None = None,
-        compression: bool | None = None,
+        compression: bool | None = DEFAULTS.compression,
         mode: str | None = None,
-        verify: VerifyTypes = True,
+        verify: VerifyTypes = DEFAULTS.verify,
     ) -> None:
         self._endpoints = parse_base_url(base_url)
         self._mode = mcp.resolve_mode(mode)
@@ -160,9 +154,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         self._stack: ExitStack | None = None
         self._ws: WebSocket | None = None
         self._loop: object = None
-        self._episode = False
-        self._lost: str | None = None
-        self._closed = False
+        self._session = Session(redact_url(self.base_url))
         self._children: list[Env[Any, Any, Any]] = []
         self._mcp = McpState()
 
@@ -196,10 +188,10 @@ class Env(Generic[ActT, ObsT, StateT]):
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._session.closed
 
     def __repr__(self) -> str:
-        status = "closed" if self._closed else "connected" if self._ws is not None else "not connected"
+        status = "closed" if self._session.closed else "connected" if self._ws is not None else "not connected"
         return f"<{type(self).__name__} {redact_url(self.base_url)} {status}>"
 
     # -- connection ----------------------------------------------------------
@@ -224,7 +216,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Close the session's WebSocket (ending its episode); the client can connect again."""
         with self._guard:
             self._shutdown(send_close=True)
-            self._lost = None
+            self._session.forget_loss()
 
     def close(self) -> None:
         """End the session, sessions made by :meth:`new_session`, and anything the client started.
@@ -232,9 +224,9 @@ class Env(Generic[ActT, ObsT, StateT]):
         Idempotent.  A call in flight on another task or thread fails with
         :class:`~openenv.SessionLost`.
         """
-        if self._closed:
+        if self._session.closed:
             return
-        self._closed = True
+        self._session.closed = True
         children, self._children = self._children, []
         try:
             for child in children:
@@ -243,19 +235,26 @@ class Env(Generic[ActT, ObsT, StateT]):
         except BaseException:
             # cancelled or interrupted while closing: drop every socket left at once
             for child in children:
-                child._closed = True
-                child._lose_now("the client was closed", False)
-            self._lose_now("the client was closed", False)
+                child._session.closed = True
+                child._lose_now(Session.CLOSED, had_episode=False)
+            self._lose_now(Session.CLOSED, had_episode=False)
             raise
         finally:
             self._resources.close()
 
     def __enter__(self) -> Self:
+        return self._connect_or_close()
+
+    def _connect_or_close(self, *, parent: Env[Any, Any, Any] | None = None) -> Self:
+        """Connect, or close this client (and what it started) and re-raise; ``parent`` must stay open."""
         try:
-            return self.connect()
+            self.connect()
+            if parent is not None:
+                parent._check_open()  # closed while the child connected
         except BaseException:
             self.close()
             raise
+        return self
 
     def __exit__(
         self,
@@ -277,16 +276,10 @@ class Env(Generic[ActT, ObsT, StateT]):
                 capacity only then).
         """
         self._check_open()
-        child = copy.copy(self)
-        child._provider = None
-        child._resources = ExitStack()
-        child._reset_connection_state()
-        try:
-            child.connect()
-            self._check_open()  # closed while the child connected
-        except BaseException:
-            child.close()
-            raise
+        # a fresh instance (never a copy: a subclass's mutable state is not shared), same configuration
+        child = type(self)(self.base_url, codec=self._codec, mode=self._mode)
+        child._endpoints, child._options, child._tools_cache = self._endpoints, self._options, self._tools_cache
+        child._connect_or_close(parent=self)
         self._children.append(child)
         return child
 
@@ -298,7 +291,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         provider: Provider,
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Start a server with ``provider``, wait until it is healthy, and return a connected client.
@@ -334,12 +327,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             raise
         env._provider = provider
         env._resources.callback(provider.stop)
-        try:
-            env.connect()
-        except BaseException:
-            env.close()
-            raise
-        return env
+        return env._connect_or_close()
 
     @classmethod
     def from_docker_image(
@@ -351,7 +339,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         run_options: Mapping[str, Any] | None = None,
         port: int | None = None,
         pull: bool | None = None,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Run ``image`` in a local Docker engine and return a client connected to it.
@@ -394,7 +382,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         port: int | None = None,
         command: Sequence[str] | None = None,
         install: bool = False,
-        ready_timeout: float | None = 60.0,
+        ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
@@ -458,12 +446,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
                 resolved = _schema_codec(codec, where.target, options)
-                env = cls(where.target, codec=resolved, **options)
-                try:
-                    return env.connect()
-                except BaseException:
-                    env.close()
-                    raise
+                return cls(where.target, codec=resolved, **options)._connect_or_close()
             if where.kind == "image":
                 provider = DockerProvider(where.target, env_vars=env_vars, port=port)
             else:
@@ -594,15 +577,13 @@ class Env(Generic[ActT, ObsT, StateT]):
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
         request_id = self._mcp.ids.next()
         frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
-        return self._request(
-            frame, frames.MCP, "mcp", False, lambda data: mcp.rpc_result(data, request_id, tool=tool)
-        )
+        return self._request(RequestKind.MCP, frame, lambda data: mcp.rpc_result(data, request_id, tool=tool))
 
     def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
         """An MCP action through the step loop: (observation dict, step result)."""
         try:
             frame = frames.encode_step(action)
-            result = self._request(frame, frames.OBSERVATION, "step", False, frames.parse_step_result)
+            result = self._request(RequestKind.TOOL_STEP, frame, frames.parse_step_result)
         except ServerValidationError as exc:
             if unsupported is not None:
                 raise unsupported from exc  # the environment takes no MCP actions either
@@ -619,6 +600,8 @@ class Env(Generic[ActT, ObsT, StateT]):
         return self._mcp_post(method, {**params, "session_id": self._mcp.session_id}, tool=tool)
 
     def _mcp_post(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
+        import httpx  # lazily: only health checks, schemas and production MCP need it
+
         url = self._endpoints.http("/mcp")
         if self._mcp.http is None:
             options = self._options
@@ -633,20 +616,18 @@ class Env(Generic[ActT, ObsT, StateT]):
         try:
             response = self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
         except httpx.HTTPError as exc:
-            raise _http_error(exc, url, self._options) from None
+            raise http_error(exc, url, self._options) from None
         body = mcp.http_json(response.status_code, response.content, redact_url(url))
         return mcp.rpc_result(body, request_id, tool=tool)
 
     def _session_ws_url(self) -> str:
         """The ``/ws`` URL to open: in production mode, attached to an HTTP-created session."""
-        if self._mode != PRODUCTION:
-            return self._endpoints.ws_url
-        if self._mcp.session_id is None and self._mcp.attach:
-            result = self._mcp_post(mcp.SESSION_CREATE, {})
-            self._mcp.session_id, self._mcp.owned = mcp.session_id_of(result), True
-        if not self._mcp.attach or self._mcp.session_id is None:
-            return self._endpoints.ws_url
-        return mcp.attach_url(self._endpoints.ws_url, self._mcp.session_id)
+        target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
+        if target.create:
+            created(self._mcp, mcp.session_id_of(self._mcp_post(mcp.SESSION_CREATE, {})))
+            target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
+        assert target.url is not None
+        return target.url
 
     def _ws_session_id(self) -> str:
         """Ask the WebSocket which session it serves (``openenv/session/create`` over ``/ws``)."""
@@ -672,20 +653,20 @@ class Env(Generic[ActT, ObsT, StateT]):
                 own = self._ws_session_id()
             except CapacityReached:
                 own = None  # the HTTP session holds the slot the socket wanted
-            if own == self._mcp.session_id:
+            plan = attach_plan(self._mcp, own)
+            if plan.ok:
                 return
-            created = self._mcp.session_id if self._mcp.owned else None
-            self._mcp.attach, self._mcp.owned, self._mcp.session_id = False, False, own
-            if own is None:
+            if plan.reconnect:
                 self._shutdown(send_close=False)
-            if created is not None:
-                self._mcp_post(mcp.SESSION_CLOSE, {"session_id": created})
-            if own is None:
+            if plan.release is not None:
+                self._mcp_post(mcp.SESSION_CLOSE, {"session_id": plan.release})
+            if plan.reconnect:
                 stack = ExitStack()
                 ws = stack.enter_context(
-                    ws_connect(self._endpoints.ws_url, **self._options.ws_kwargs(self._endpoints))
+                    ws_connect(self._endpoints.ws_url, **connect_kwargs(self._options, self._endpoints))
                 )
                 self._stack, self._ws, self._loop = stack, ws, loop_token()
+                self._session.opened()
                 self._mcp.session_id = self._ws_session_id()
         except BaseException:
             self._shutdown(send_close=True)
@@ -695,10 +676,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         """On close: end the HTTP-created session (after the socket detached), close the HTTP client."""
         http, self._mcp.http = self._mcp.http, None
         try:
-            if self._mcp.owned and self._mcp.session_id is not None:
-                self._mcp.owned = False
+            release = release_on_close(self._mcp)
+            if release is not None:
                 try:
-                    self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": self._mcp.session_id})
+                    self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": release})
                 except Exception:  # best effort: the server may be gone already
                     pass
         finally:
@@ -718,7 +699,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return self._request(frames.encode_reset(kwargs), frames.OBSERVATION, "reset", True, self._parse_reset)
+        return self._request(RequestKind.RESET, frames.encode_reset(kwargs), self._parse_reset)
 
     def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -749,7 +730,7 @@ class Env(Generic[ActT, ObsT, StateT]):
                 "has no way to send them (put them in the action instead)"
             )
         frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]
-        return self._request(frame, frames.OBSERVATION, "step", False, self._parse_result)
+        return self._request(RequestKind.STEP, frame, self._parse_result)
 
     def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).
@@ -757,7 +738,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         Raises:
             ParseError: the reply did not match the codec's state model (``payload`` holds it).
         """
-        return self._request(frames.STATE_FRAME, frames.STATE, "state", False, self._parse_state)
+        return self._request(RequestKind.STATE, frames.STATE_FRAME, self._parse_state)
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
@@ -778,25 +759,25 @@ class Env(Generic[ActT, ObsT, StateT]):
     # -- internals -------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise EnvClosed(f"this client for {redact_url(self.base_url)} is closed; create a new one")
+        self._session.check_open()
 
     def _open(self) -> None:
         """Open a new WebSocket (a new server session), dropping any previous one."""
         self._shutdown(send_close=True)
-        self._lost = None
+        self._session.opening()
         self._check_open()
         stack = ExitStack()
         options = self._options
         url = self._session_ws_url()
         try:
-            ws = stack.enter_context(ws_connect(url, **options.ws_kwargs(self._endpoints)))
+            ws = stack.enter_context(ws_connect(url, **connect_kwargs(options, self._endpoints)))
         except Exception as exc:
             error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
             # the library's own text may quote a header value: chain it only when it is clean
             raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
         self._stack, self._ws, self._loop = stack, ws, loop_token()
-        if self._closed:  # close() ran while this connection was being opened
+        self._session.opened()
+        if self._session.closed:  # close() ran while this connection was being opened
             self._shutdown(send_close=True)
             self._check_open()
         if self._mode == PRODUCTION:
@@ -806,7 +787,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Close the current WebSocket, politely when ``send_close``; never raises."""
         stack, ws = self._stack, self._ws
         self._stack = self._ws = None
-        self._episode = False
+        self._session.disconnected()
         if stack is None or ws is None:
             return
         if self._loop is not loop_token():
@@ -824,124 +805,83 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     def _lose(self, reason: str) -> None:
         """Close the socket; remember a lost episode so later calls say so."""
-        if self._episode:
-            self._lost = reason
+        self._session.lose(reason)
         self._shutdown(send_close=False)
 
-    def _lose_now(self, reason: str, had_episode: bool) -> None:
+    def _lose_now(self, reason: str, *, had_episode: bool) -> None:
         """Drop the socket at once, without a closing handshake (its state is unknown)."""
-        if had_episode:
-            self._lost = reason
+        self._session.lose(reason, had_episode=had_episode)
         ws = self._ws
         self._stack = self._ws = None
-        self._episode = False
         if ws is not None:
             ws_abandon(ws)
 
-    def _session(self, starts_episode: bool) -> WebSocket:
+    def _socket_for(self, kind: RequestKind) -> WebSocket:
         if self._ws is not None and self._loop is not loop_token():
             # never reuse a connection made on another event loop
-            self._lose("the session's connection was opened on another event loop")
-        if self._ws is None:
-            if self._lost is not None and not starts_episode:
-                raise SessionLost(
-                    f"{self._lost}, so the episode on the server is gone; call reset() to "
-                    "start a new episode (it reconnects), or connect() to reconnect"
-                )
+            self._lose(Session.OTHER_LOOP)
+        if self._session.needs_connection(kind) or self._ws is None:
             self._open()
         assert self._ws is not None
         return self._ws
 
-    def _request(
-        self,
-        frame: str,
-        expected: str,
-        what: str,
-        starts_episode: bool,
-        parse: Callable[[dict[str, Any]], T],
-    ) -> T:
+    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
         """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
 
-        Any :class:`ProtocolError`, from the envelope check or from ``parse``,
+        The session decides what each outcome means (retry, lost episode);
+        any :class:`ProtocolError`, from the envelope check or from ``parse``,
         closes the connection (its state is unknown), as the error promises.
         """
-        self._check_open()
+        session = self._session
+        session.check_open()
         with self._guard:
-            for attempt in (1, 2):
+            for number in (1, 2):
                 reused = self._ws is not None
-                ws = self._session(starts_episode)
-                had_episode = self._episode
+                ws = self._socket_for(kind)
+                attempt = session.attempt(kind, number, reused=reused)
                 if ws_pending(ws):
                     # a second reply to an earlier request: taking it as this call's reply would
                     # shift every later reply by one, so the connection is dropped instead
-                    self._lose(f"the server sent a reply nobody asked for before {what}")
-                    raise ProtocolError(
-                        f"the server sent a message that answers no request (before {what}); "
-                        "the connection was closed because its state is unknown"
-                        + ("; the episode is lost, call reset() to start a new one" if had_episode else "")
-                    )
-                sent = False
+                    self._lose(Session.unsolicited_reason(kind))
+                    raise ProtocolError(Session.unsolicited_message(attempt))
                 try:
                     try:
                         ws.send(frame)
-                        sent = True
+                        attempt.sent = True
                     except ConnectionClosed:
                         pass  # the server may have said why before closing (CAPACITY_REACHED): read it
                     raw = ws_recv(ws, self._options.message_timeout)
                 except ConnectionClosed as exc:
-                    error = closed_error(exc, what, self._options.max_message_size, had_episode)
-                    self._lose(f"the connection closed during {what}")
-                    if (
-                        attempt == 1
-                        and reused
-                        and not had_episode
-                        # idempotent requests; a step only if it never left (the socket was closed already)
-                        and (what in ("reset", "state") or (what == "step" and not sent))
-                        and type(error) is SessionLost
-                        and not self._closed
-                    ):
+                    error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
+                    self._lose(Session.closed_reason(kind))
+                    if session.may_retry(attempt, error):
                         continue  # a stale socket with nothing to lose: one fresh try
                     raise error from None
                 except TimeoutError:
-                    self._lose_now(f"no reply to {what} came within message_timeout", had_episode)
-                    raise MessageTimeout(
-                        f"no reply to {what} within message_timeout={self._options.message_timeout} s; "
-                        "the connection was closed (a late reply would desynchronise it)"
-                        + ("; the episode is lost, call reset() to start a new one" if had_episode else "")
-                    ) from None
+                    self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
+                    raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
                 except BaseException:
                     # cancelled or interrupted mid-request: the reply may still come, never reuse it
-                    self._lose_now(f"the {what} call was interrupted", had_episode)
+                    self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
                     raise
                 try:
-                    data = frames.decode_reply(raw, expected)
+                    data = frames.decode_reply(raw, kind.reply)
                 except ServerError as exc:
-                    if exc.fatal:
-                        self._lose(f"the server ended the session ({exc.code})")
+                    reason = Session.server_error_reason(exc)
+                    if reason is not None:
+                        self._lose(reason)
                     raise
                 except ProtocolError:
-                    self._lose(f"the server broke the protocol during {what}")
+                    self._lose(Session.protocol_reason(kind))
                     raise
-                if starts_episode or what == "step":
-                    self._episode = True
+                session.replied(kind)
                 # --- the reply's payload: a ProtocolError here closes the connection too ---
                 try:
                     return parse(data)
                 except ProtocolError:
-                    self._lose(f"the server broke the protocol during {what}")
+                    self._lose(Session.protocol_reason(kind))
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _http_error(exc: httpx.HTTPError, url: str, options: ClientOptions) -> Exception:
-    """Our error for an httpx failure, with header values scrubbed from the library's text."""
-    shown = redact_url(url)
-    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
-        return ConnectError(tls_hint(shown, exc))
-    error = mcp.http_error(exc, shown)
-    text = str(error)
-    clean = scrub(text, options.headers.values())
-    return error if clean == text else type(error)(clean)
 
 
 def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
@@ -953,6 +893,8 @@ def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     """
     if not (isinstance(codec, str) and codec == "schema"):
         return codec
+    import httpx  # lazily: only health checks, schemas and production MCP need it
+
     endpoints = parse_base_url(base_url)
     url = endpoints.http("/schema")
     checked = ClientOptions.of(options)
@@ -963,7 +905,7 @@ def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
         ) as http:
             response = http.get(url, timeout=timeout)
     except httpx.HTTPError as exc:
-        raise _http_error(exc, url, checked) from None
+        raise http_error(exc, url, checked) from None
     schema = mcp.http_json(response.status_code, response.content, redact_url(url))
     if not isinstance(schema, dict):
         raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")

@@ -16,17 +16,15 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import httpx
-
 from .._blocking import checkout as _checkout
 from .._blocking import docker as _docker
 from .._blocking import lifetimes as _lifetimes
 from .._blocking import process as _process
+from .._blocking.retry import Deadline, backoff
 from .._core.checkout import uvicorn_command
 from .._core.containers import container_labels, new_container_name, new_session_id
 from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
 from .._core.options import VerifyTypes, check_timeout, check_verify
-from .._core.retry import Deadline, backoff
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import run_blocking, run_cleanup, sleep
 
@@ -93,6 +91,8 @@ class ServerProvider:
         """
         timeout = check_timeout("ready_timeout", timeout)
         endpoints = parse_base_url(base_url)
+        import httpx  # lazily: importing the client does not need it
+
         deadline = Deadline(timeout)
         delays = backoff()
         last = "no answer yet"

@@ -24,15 +24,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
 from typing_extensions import Self, Unpack
 
+from .._blocking.retry import Deadline, backoff
+from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
 from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, ToolError
 from .._core.options import EnvOptions
-from .._core.retry import Deadline, backoff
-from .._core.sources import classify_source, hosted_headers
 from .._core.urls import parse_base_url, redact_url
 from .._shim_sync import run_to_completion, sleep
 from .env import Env
@@ -331,6 +330,8 @@ def _make_method(spec: core.MethodSpec, class_name: str) -> Callable[..., Any]:
 
 def _get_json(base_url: str, path: str, headers: Mapping[str, str], timeout: float | None) -> Any:
     """``GET <base_url><path>`` as JSON, or ``None`` when the server does not answer it."""
+    import httpx  # lazily: importing the client does not need it
+
     endpoints = parse_base_url(base_url)
     try:
         with httpx.Client(trust_env=not endpoints.is_local, headers=dict(headers)) as http:

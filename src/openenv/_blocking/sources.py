@@ -1,4 +1,4 @@
-"""What ``Env.from_env`` is given: a URL, a local checkout, or a Hugging Face Space id."""
+"""What ``Env.from_env`` is given: a URL, a checkout or a Space id (reads the filesystem and environment)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import InvalidURL
-from .urls import DEFAULT_SPACE_REGISTRY, parse_base_url, space_image, space_subdomain, space_url
+from .._core.errors import InvalidURL
+from .._core.urls import DEFAULT_SPACE_REGISTRY, parse_base_url, space_image, space_subdomain, space_url
 
 __all__ = ["Source", "classify_source", "checkout_app", "hosted_headers", "REGISTRY_ENV"]
 

@@ -1,4 +1,4 @@
-"""Deadlines and backoff schedules (pure arithmetic on a monotonic clock)."""
+"""Deadlines and backoff schedules: reads the monotonic clock, so it lives outside the sans-IO `_core`."""
 
 from __future__ import annotations
 
