@@ -299,7 +299,7 @@ def openenv_venv_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Open
         found.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # module: other docker tests assert that none of our containers is left
 def openenv_docker_envs(docker_engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenEnvEnvs]:
     """The environments of ``tests/openenv_envs`` served from their Docker images."""
     found = OpenEnvEnvs("docker", tmp_path_factory.mktemp("openenv-envs"), docker_engine)
