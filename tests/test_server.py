@@ -153,7 +153,8 @@ def _no_handler_failures(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def ws(srv: EnvServer, path: str = "/ws", **kwargs: Any) -> ClientConnection:
-    return connect(srv.url.replace("http", "ws", 1) + path, open_timeout=5, **kwargs)
+    conn: ClientConnection = connect(srv.url.replace("http", "ws", 1) + path, open_timeout=5, **kwargs)
+    return conn
 
 
 def ask(conn: ClientConnection, frame: Any) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from .envs import CounterEnv, CounterObservation
 
 
 def ws(srv: EnvServer, **kwargs: Any) -> ClientConnection:
-    return connect(srv.ws_url, open_timeout=5, **kwargs)
+    conn: ClientConnection = connect(srv.ws_url, open_timeout=5, **kwargs)
+    return conn
 
 
 def ask(conn: ClientConnection, frame: Any) -> str:

@@ -77,7 +77,8 @@ def load_factory(spec: str) -> Callable[[], Any]:
             raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
     if not callable(obj):
         raise ValueError(f"{spec!r} is not a class or callable")
-    return obj
+    factory: Callable[[], Any] = obj
+    return factory
 
 
 def _default_max_sessions() -> int:

@@ -168,7 +168,9 @@ def test_released_client_against_our_server(
         if version == "0.3.0" and key in ("reset", "step", "new_session_step") and not ok:
             # 0.3.0 servers strip metadata; ours always sends it (0.10 flavour) and the
             # 0.3.0 client ignores it: compare without it
-            strip = lambda r: {**r, "observation": {k: v for k, v in r["observation"].items() if k != "metadata"}}  # noqa: E731
+            def strip(r: dict[str, Any]) -> dict[str, Any]:
+                return {**r, "observation": {k: v for k, v in r["observation"].items() if k != "metadata"}}
+
             ok = strip(theirs[key]) == strip(ours[key])
             if ok:
                 record(client, server, key, "ok", "metadata only on ours")

@@ -41,7 +41,7 @@ from .._core.options import (
     tls_hint,
 )
 from .._core.sources import checkout_app, classify_source, hosted_headers
-from .._core.urls import parse_base_url, redact_url
+from .._core.urls import Endpoints, parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_recv
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 
@@ -118,7 +118,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         TypeError: ``codec`` is none of the above (or ``"schema"``).
     """
 
-    _endpoints: Any
+    _endpoints: Endpoints
     _options: ClientOptions
     _codec: Codec[Any, Any, Any]
 

@@ -49,7 +49,7 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -282,7 +282,7 @@ def handle_rpc(env: Any, request: dict[str, Any], session_id: str) -> dict[str, 
 class ListToolsAction(Action):
     """The step-loop action ``{"type": "list_tools"}``."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     type: str = "list_tools"
 
@@ -295,7 +295,7 @@ class CallToolAction(Action):
     ``VALIDATION_ERROR`` frame.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     type: str = "call_tool"
     tool_name: Any = None
@@ -365,5 +365,6 @@ def step_observation(env: Any, data: dict[str, Any]) -> Observation:
     action = tool_action(data)
     hook = getattr(env, "step_tool", None)
     if callable(hook):
-        return hook(action)
+        observation: Observation = hook(action)
+        return observation
     return run_tool_action(env, action)
