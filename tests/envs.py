@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -213,11 +213,6 @@ def reply_ok(frame: str) -> str:
     if kind == "state":
         return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
     return json.dumps({"type": "observation", "data": {"observation": {}, "reward": None, "done": False}})
-
-
-def threads_of_ours() -> Iterator[threading.Thread]:
-    """Live threads, excluding the test servers' own."""
-    return iter(threading.enumerate())
 
 
 class WalkAction(Action):

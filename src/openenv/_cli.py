@@ -150,11 +150,6 @@ def _short(value: Any, limit: int = _OBS_LIMIT) -> str:
     return f"{text[: limit - 3]}... ({len(text)} chars)"
 
 
-def _step_part(reward: Any, done: bool) -> str:
-    """`` reward=.. done=..`` for a tool call that was a real step, else ``""``."""
-    return f" reward={_num(reward)} done={done}" if reward is not None or done else ""
-
-
 def _load_json(text: str, option: str) -> Any:
     """The JSON of an option value, or of the file named by ``@path``."""
     source = text

@@ -50,7 +50,6 @@ __all__ = [
     "parse_step_tools",
     "parse_step_call",
     "is_unsupported",
-    "mcp_url",
     "attach_url",
     "LIST_TOOLS",
     "CALL_TOOL",
@@ -72,12 +71,10 @@ PRODUCTION = "production"
 MODE_ENV_VAR = "OPENENV_CLIENT_MODE"
 
 # JSON-RPC 2.0 error codes used by OpenEnv (protocol §7.1)
-PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-SERVER_ERROR = -32000
 
 
 class RpcIds:
@@ -229,11 +226,6 @@ def parse_step_call(observation: Any, name: str, *, reward: float | None = None,
     if "result" not in observation:
         raise ProtocolError(f"the call_tool step returned no result: {str(observation)[:120]}")
     return parse_tool_result(observation["result"], reward=reward, done=done)
-
-
-def mcp_url(http_url: str) -> str:
-    """``POST /mcp`` under the server's HTTP root (``Endpoints.http_url``)."""
-    return http_url.rstrip("/") + "/mcp"
 
 
 def attach_url(ws_url: str, session_id: str) -> str:

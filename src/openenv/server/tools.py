@@ -54,7 +54,18 @@ from typing import Any, ClassVar, TypeVar, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from openenv._core.mcp import RESERVED_TOOL_NAMES, UNSUPPORTED_MESSAGE
+from openenv._core.mcp import (
+    CALL_TOOL,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LIST_TOOLS,
+    METHOD_NOT_FOUND,
+    RESERVED_TOOL_NAMES,
+    SESSION_CLOSE,
+    SESSION_CREATE,
+    UNSUPPORTED_MESSAGE,
+)
 from openenv._core.models import Action, Observation
 
 __all__ = [
@@ -248,31 +259,31 @@ def handle_rpc(env: Any, request: dict[str, Any], session_id: str) -> dict[str, 
             if not isinstance(params, dict)
             else "'jsonrpc' must be '2.0' and 'method' a string"
         )
-        return _error(request_id, -32600, f"Invalid request: {why}")
-    if method == "openenv/session/create":
+        return _error(request_id, INVALID_REQUEST, f"Invalid request: {why}")
+    if method == SESSION_CREATE:
         return {"jsonrpc": "2.0", "id": request_id, "result": {"session_id": session_id}}
-    if method == "openenv/session/close":
+    if method == SESSION_CLOSE:
         target = params.get("session_id")
         if not target:
-            return _error(request_id, -32602, "Invalid params - 'session_id' is required")
+            return _error(request_id, INVALID_PARAMS, "Invalid params - 'session_id' is required")
         if target == session_id:
-            return _error(request_id, -32600, "Cannot close active WebSocket-managed session via MCP method")
-        return _error(request_id, -32602, f"Unknown session_id: {target}")
-    if method not in ("tools/list", "tools/call"):
-        return _error(request_id, -32601, f"Method not found: {method}")
+            return _error(request_id, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
+        return _error(request_id, INVALID_PARAMS, f"Unknown session_id: {target}")
+    if method not in (LIST_TOOLS, CALL_TOOL):
+        return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
     tools = tools_of(env)
     if not tools:
-        return _error(request_id, -32603, UNSUPPORTED_MESSAGE)
-    if method == "tools/list":
+        return _error(request_id, INTERNAL_ERROR, UNSUPPORTED_MESSAGE)
+    if method == LIST_TOOLS:
         listing = [spec.listing(snake=False) for spec in tools.values()]
         return {"jsonrpc": "2.0", "id": request_id, "result": {"tools": listing}}
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        return _error(request_id, -32602, "Invalid params - 'name' is required")
+        return _error(request_id, INVALID_PARAMS, "Invalid params - 'name' is required")
     try:
         result = call(env, name, params.get("arguments", {}))
     except ToolCallError as exc:
-        return _error(request_id, -32603, exc.message)
+        return _error(request_id, INTERNAL_ERROR, exc.message)
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
