@@ -337,7 +337,7 @@ def test_query_string_on_ws_is_ignored(counter: EnvServer) -> None:
 
 
 def test_appendix_a_transcript(counter: EnvServer) -> None:
-    """Appendix A of the protocol doc, frame for frame (byte-exact where it matters)."""
+    """The ``/ws`` transcript observed from an OpenEnv 0.10 server, frame for frame (byte-exact where it matters)."""
     with ws(counter) as conn:
         assert (
             ask_raw(conn, '{"type":"state"}') == '{"type":"state","data":{"episode_id":null,"step_count":0,"total":0}}'

@@ -1,7 +1,7 @@
 """MCP tools over the OpenEnv protocol, sans-IO (shared by both twins and the server).
 
 Three transports carry the same two methods, ``tools/list`` and ``tools/call``
-(protocol §7):
+(JSON-RPC 2.0, as OpenEnv's MCP support speaks it):
 
 * **the step loop** (simulation mode, the default): ``{"type":"call_tool",
   "tool_name":..., "arguments":{...}}`` and ``{"type":"list_tools"}`` actions
@@ -70,7 +70,7 @@ SIMULATION = "simulation"
 PRODUCTION = "production"
 MODE_ENV_VAR = "OPENENV_CLIENT_MODE"
 
-# JSON-RPC 2.0 error codes used by OpenEnv (protocol §7.1)
+# JSON-RPC 2.0 error codes used by OpenEnv's MCP endpoints
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602

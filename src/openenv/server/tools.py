@@ -1,7 +1,7 @@
 """MCP tools for environments served by :mod:`openenv.server`.
 
 Mark environment methods with :func:`tool`; the server then answers MCP
-requests for them, the way OpenEnv's ``MCPEnvironment`` does (protocol §7):
+requests for them, the way OpenEnv's ``MCPEnvironment`` does (JSON-RPC 2.0):
 
 * JSON-RPC ``tools/list`` / ``tools/call`` in ``mcp`` frames on ``/ws``,
   against the connection's own environment instance.  These do not call the
@@ -31,7 +31,7 @@ Example::
 
 Each tool's input schema is built from its type hints with pydantic, and its
 arguments are validated with it before the method is called.  Results have the
-shape FastMCP gives through OpenEnv (snake-case keys, §7.3)::
+shape FastMCP gives through OpenEnv (snake-case keys, as its ``tools/call`` returns them)::
 
     {"content": [{"type": "text", "text": "5", "annotations": null, "meta": null}],
      "structured_content": {"result": 5}, "meta": {"fastmcp": {"wrap_result": true}},
