@@ -190,7 +190,3 @@ def test_new_session_has_its_own_tools_state(tools_server: Any) -> None:
         child.call_tool("add", a=1, b=1)
         assert (env.state())["tool_calls"] == 1
         assert (child.state())["tool_calls"] == 2
-
-
-def test_echo_server_fixture_is_plain(echo_server: Any) -> None:
-    assert echo_server.name == EchoEnvironment.__name__ or echo_server.name

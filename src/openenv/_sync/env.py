@@ -481,7 +481,8 @@ class Env(Generic[ActT, ObsT, StateT]):
     # the rest of the session.  Tools are cached per client.
     # Production mode: ``POST /mcp`` with ``params.session_id`` of a session
     # made by ``openenv/session/create`` that the WebSocket attaches to with
-    # ``/ws?session_id=`` (protocol §7.4); closed with ``openenv/session/close``.
+    # ``/ws?session_id=`` (as OpenEnv 0.10's production-mode client does); closed
+    # with ``openenv/session/close``.
 
     @property
     def mode(self) -> str:
