@@ -22,7 +22,6 @@ from openenv.sync import (
     ToolResult,
 )
 from openenv.server import EnvServer
-from openenv.server.echo import EchoEnvironment
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
 from ..envs import ScoredToolsEnv, ToolCallObservation
