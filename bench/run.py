@@ -176,7 +176,7 @@ def pct(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def summarize(rounds: list[dict[str, Any]], per: str = "op") -> dict[str, Any]:
+def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Per contender: median over rounds of each round's p50, pooled p99, CPU per op, ops/s."""
     p50s, cpus, rates, pooled = [], [], [], []
     for r in rounds:

@@ -4,7 +4,7 @@
     python scripts/run_unasync.py            # regenerate src/openenv/_sync and tests/_sync
     python scripts/run_unasync.py --check    # verify only; exit 1 if anything is stale
 
-Steps (docs: twin-codegen.md, section 8.1):
+Steps (overview for contributors: docs/contributing/twin-codegen.md):
 
 1. lint the async sources (marker on line 1, no asyncio/anyio/... imports, every
    ``Async[A-Z]*`` name mapped, no ``await(``);
@@ -43,7 +43,7 @@ from types import ModuleType
 # repeat them here.
 # ---------------------------------------------------------------------------
 TOKENS: dict[str, str] = {
-    # the per-side shim pair (section 3): the only hand-written flavour difference
+    # the per-side shim pair (docs/contributing/twin-codegen.md): the only hand-written flavour difference
     "_shim_async": "_shim_sync",
     # contextlib: the default rule would invent SyncExitStack (does not exist)
     "AsyncExitStack": "ExitStack",

@@ -6,9 +6,9 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
@@ -18,59 +18,77 @@ from openenv.server import Environment, tool
 from openenv.server.tools import CallToolAction, ListToolsAction
 
 
-class CounterAction(Action):
+class BasicCounterAction(Action):
     delta: int = Field(le=100)
-    sleep: float = 0.0
-    size: int = 0
 
 
-class CounterObservation(Observation):
+class BasicCounterObservation(Observation):
     count: int = 0
     note: str = ""
-    blob: str = ""
 
 
 class CounterState(State):
     total: int = 0
 
 
-class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
-    """Counts; ``delta == 99`` raises, ``sleep`` delays the step, ``size`` pads the observation."""
+class BasicCounterEnv(Environment[BasicCounterAction, BasicCounterObservation, CounterState]):
+    """Counts; ``delta == 99`` raises.  ``tests/interop/released_apps.py`` mirrors it for the released servers."""
 
-    action_type = CounterAction
-    observation_type = CounterObservation
+    action_type: ClassVar[type[BasicCounterAction]] = BasicCounterAction
+    observation_type: ClassVar[type[BasicCounterObservation]] = BasicCounterObservation
     state_type = CounterState
-    SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self) -> None:
         self._state = CounterState()
         self._count = 0
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> CounterObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> BasicCounterObservation:
         self._state = CounterState(episode_id=episode_id or "ep", step_count=0, total=start)
         self._count = start
-        return CounterObservation(count=start, note=f"seed={seed}", metadata={"reset": True})
+        return self.observation_type(count=start, note=f"seed={seed}", metadata={"reset": True})
 
-    def step(self, action: CounterAction) -> CounterObservation:
+    def step(self, action: BasicCounterAction) -> BasicCounterObservation:
         if action.delta == 99:
             raise RuntimeError("boom: delta 99 is cursed")
-        if action.sleep:
-            time.sleep(action.sleep)
+        extra = self._extra(action)
         self._count += action.delta
         self._state.step_count += 1
         self._state.total = self._count
-        meta = {"step": self._state.step_count} if action.delta else {}
-        return CounterObservation(
-            count=self._count,
-            reward=action.delta,
-            done=self._count >= 10,
-            metadata=meta,
-            blob="x" * action.size,
+        meta: dict[str, Any] = {"step": self._state.step_count} if action.delta else {}
+        return self.observation_type(
+            count=self._count, reward=action.delta, done=self._count >= 10, metadata=meta, **extra
         )
+
+    def _extra(self, action: BasicCounterAction) -> dict[str, Any]:
+        """Runs before the count changes; returns extra observation fields."""
+        return {}
 
     @property
     def state(self) -> CounterState:
         return self._state
+
+
+class CounterAction(BasicCounterAction):
+    sleep: float = 0.0
+    size: int = 0
+
+
+class CounterObservation(BasicCounterObservation):
+    blob: str = ""
+
+
+class CounterEnv(BasicCounterEnv):
+    """:class:`BasicCounterEnv` plus ``sleep`` (delays the step) and ``size`` (pads the observation's ``blob``)."""
+
+    action_type = CounterAction
+    observation_type = CounterObservation
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def _extra(self, action: BasicCounterAction) -> dict[str, Any]:
+        assert isinstance(action, CounterAction)
+        if action.sleep:
+            time.sleep(action.sleep)
+        return {"blob": "x" * action.size}
 
 
 class ToolCallObservation(Observation):
@@ -213,11 +231,6 @@ def reply_ok(frame: str) -> str:
     if kind == "state":
         return json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}})
     return json.dumps({"type": "observation", "data": {"observation": {}, "reward": None, "done": False}})
-
-
-def threads_of_ours() -> Iterator[threading.Thread]:
-    """Live threads, excluding the test servers' own."""
-    return iter(threading.enumerate())
 
 
 class WalkAction(Action):

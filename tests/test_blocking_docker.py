@@ -94,7 +94,7 @@ def cleanup(client: Any) -> Iterator[list[str]]:
         bd.remove_container(client, ref)
 
 
-def _labels(session: str) -> dict:
+def _labels(session: str) -> dict[str, str]:
     return container_labels(session, extra={SUITE_LABEL: "test_blocking_docker"})
 
 
@@ -114,7 +114,7 @@ def _wait_http_status(url: str, timeout: float = 20.0) -> int:
             time.sleep(0.02)
 
 
-def _wait_stopped(client: Any, ref: str, timeout: float = 20.0) -> tuple:
+def _wait_stopped(client: Any, ref: str, timeout: float = 20.0) -> tuple[str, int | None]:
     deadline = time.monotonic() + timeout
     while True:
         status, code = bd.container_status(client, ref)
@@ -331,7 +331,8 @@ def _registry_answers() -> bool:
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"http://{REGISTRY}/v2/", timeout=2) as resp:
-            return resp.status == 200
+            status: int = resp.status
+            return status == 200
     except OSError:
         return False
 

@@ -21,10 +21,12 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
+import openenv.sync
 from openenv import _cli as cli
 from openenv.server import Action, Environment, EnvServer, Observation, State
 from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation, EchoState
 from openenv.server.environment import filter_kwargs
+from openenv.server.tools import tools_of
 
 # --------------------------------------------------------------------------- environments
 
@@ -45,7 +47,11 @@ class CounterState(State):
 
 
 class CounterEnv(Environment[CounterAction, CounterObservation, CounterState]):
-    """The protocol doc's counter. ``delta == 99`` raises; ``wait`` blocks on ``GATE``."""
+    """The counter of the wire transcripts (float rewards unless ``int_reward``; records resets; ``close``).
+
+    Not ``tests/envs.py``'s: the byte-exact transcript tests need its exact frames.
+    ``delta == 99`` raises; ``start == -99`` fails ``reset``; ``wait`` blocks on ``GATE``.
+    """
 
     action_type = CounterAction
     observation_type = CounterObservation
@@ -153,7 +159,8 @@ def _no_handler_failures(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 
 def ws(srv: EnvServer, path: str = "/ws", **kwargs: Any) -> ClientConnection:
-    return connect(srv.url.replace("http", "ws", 1) + path, open_timeout=5, **kwargs)
+    conn: ClientConnection = connect(srv.url.replace("http", "ws", 1) + path, open_timeout=5, **kwargs)
+    return conn
 
 
 def ask(conn: ClientConnection, frame: Any) -> dict[str, Any]:
@@ -210,10 +217,18 @@ def test_metadata_defaults_to_class_name(counter: EnvServer) -> None:
         "name": "CounterEnv",
         "description": "CounterEnv environment",
         "readme_content": None,
-        "version": "1.0.0",
+        "version": openenv.sync.__version__,
         "author": None,
         "documentation_url": None,
     }
+
+
+def test_metadata_reports_the_environment_version() -> None:
+    class Versioned(CounterEnv):
+        version = "2.3.1"
+
+    with EnvServer(Versioned) as srv:
+        assert httpx.get(srv.url + "/metadata").json()["version"] == "2.3.1"
 
 
 def test_metadata_name_override_and_callable_factory() -> None:
@@ -336,7 +351,7 @@ def test_query_string_on_ws_is_ignored(counter: EnvServer) -> None:
 
 
 def test_appendix_a_transcript(counter: EnvServer) -> None:
-    """Appendix A of the protocol doc, frame for frame (byte-exact where it matters)."""
+    """The ``/ws`` transcript observed from an OpenEnv 0.10 server, frame for frame (byte-exact where it matters)."""
     with ws(counter) as conn:
         assert (
             ask_raw(conn, '{"type":"state"}') == '{"type":"state","data":{"episode_id":null,"step_count":0,"total":0}}'
@@ -923,7 +938,6 @@ def test_cli_load_factory() -> None:
 
 
 def test_cli_run_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("openenv.sync")
     assert cli.main(["run", "--steps", "3"]) == 0
     out = capsys.readouterr().out
     assert "reset:" in out
@@ -932,7 +946,6 @@ def test_cli_run_in_process(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_run_against_url(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("openenv.sync")
     with EnvServer(EchoEnvironment) as srv:
         assert cli.main(["run", srv.url, "--steps", "2"]) == 0
     out = capsys.readouterr().out
@@ -941,7 +954,6 @@ def test_cli_run_against_url(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_run_error_exits_1(capsys: pytest.CaptureFixture[str], free_port: int) -> None:
-    pytest.importorskip("openenv.sync")
     assert cli.main(["run", f"http://127.0.0.1:{free_port}", "--steps", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
@@ -952,3 +964,9 @@ def test_tls_server_urls_and_bad_ssl(tls_server: Any) -> None:
     assert tls_server.ws_url.startswith("wss://127.0.0.1:") and tls_server.ws_url.endswith("/ws")
     with pytest.raises(TypeError, match="ssl"):
         EnvServer(EchoEnvironment, ssl="cert.pem")  # type: ignore[arg-type]
+
+
+def test_echo_server_fixture_is_plain(echo_server: EnvServer) -> None:
+    """The shared ``echo_server`` fixture serves the echo environment under its class name, without tools."""
+    assert echo_server.name == "EchoEnvironment"
+    assert tools_of(EchoEnvironment()) == {}

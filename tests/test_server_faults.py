@@ -18,11 +18,12 @@ from websockets.sync.client import ClientConnection, connect
 from openenv.server import EnvServer
 from openenv.server.app import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
 
-from .envs import CounterEnv, CounterObservation
+from .envs import BasicCounterObservation, CounterEnv
 
 
 def ws(srv: EnvServer, **kwargs: Any) -> ClientConnection:
-    return connect(srv.ws_url, open_timeout=5, **kwargs)
+    conn: ClientConnection = connect(srv.ws_url, open_timeout=5, **kwargs)
+    return conn
 
 
 def ask(conn: ClientConnection, frame: Any) -> str:
@@ -196,7 +197,7 @@ def test_error_frames_are_strict_json(frame: str) -> None:
 
 
 class NanEnv(CounterEnv):
-    def step(self, action: Any) -> CounterObservation:
+    def step(self, action: Any) -> BasicCounterObservation:
         obs = super().step(action)
         obs.reward = math.nan if action.delta == 1 else math.inf
         return obs

@@ -77,7 +77,8 @@ def load_factory(spec: str) -> Callable[[], Any]:
             raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
     if not callable(obj):
         raise ValueError(f"{spec!r} is not a class or callable")
-    return obj
+    factory: Callable[[], Any] = obj
+    return factory
 
 
 def _default_max_sessions() -> int:
@@ -147,11 +148,6 @@ def _short(value: Any, limit: int = _OBS_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 3]}... ({len(text)} chars)"
-
-
-def _step_part(reward: Any, done: bool) -> str:
-    """`` reward=.. done=..`` for a tool call that was a real step, else ``""``."""
-    return f" reward={_num(reward)} done={done}" if reward is not None or done else ""
 
 
 def _load_json(text: str, option: str) -> Any:

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
-def lazy_exports(module: str, namespace: dict[str, Any], shared: Iterable[str]) -> tuple[Callable[[str], Any], Any]:
+def lazy_exports(
+    module: str, namespace: dict[str, Any], shared: Iterable[str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for a facade: shared names come from ``openenv._shared`` on first use.
 
     The pydantic models (``Action``, ``Tool``, ...) are loaded only then, so

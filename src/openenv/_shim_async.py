@@ -1,7 +1,7 @@
 """The async half of the per-side primitives (the sync half is ``_shim_sync``).
 
 The only hand-written code that differs by flavour.  Both modules export the
-same names with the same parameters; ``tests/test_shims.py`` checks it.
+same names with the same parameters; ``tests/test_facades.py::test_shims_match`` checks it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._async import DockerProvider as DockerProvider
 from ._async import Env as Env
@@ -27,4 +27,13 @@ if TYPE_CHECKING:
 __all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _shared)
+_getattr, _dir = lazy_exports(__name__, globals(), _shared)
+
+
+def __getattr__(name: str) -> Any:
+    """The shared names (models, ``__version__``), loaded on first use."""
+    return _getattr(name)
+
+
+def __dir__() -> list[str]:
+    return _dir()

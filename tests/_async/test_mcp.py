@@ -22,7 +22,6 @@ from openenv.aio import (
     ToolResult,
 )
 from openenv.server import EnvServer
-from openenv.server.echo import EchoEnvironment
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
 from ..envs import ScoredToolsEnv, ToolCallObservation
@@ -190,7 +189,3 @@ async def test_new_session_has_its_own_tools_state(tools_server: Any) -> None:
         await child.call_tool("add", a=1, b=1)
         assert (await env.state())["tool_calls"] == 1
         assert (await child.state())["tool_calls"] == 2
-
-
-def test_echo_server_fixture_is_plain(echo_server: Any) -> None:
-    assert echo_server.name == EchoEnvironment.__name__ or echo_server.name

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from openenv.sync import (
-    Codec,
     ConnectError,
     Env,
     InvalidHeader,
@@ -26,10 +25,8 @@ from openenv.sync import (
     SessionLost,
 )
 
-from ..envs import CounterAction, CounterEnv, CounterObservation, CounterState
+from ..envs import CounterEnv
 from ..helpers_sync import close_from_another_thread, run_in_thread
-
-COUNTER = Codec(action=CounterAction, observation=CounterObservation, state=CounterState)
 
 
 class RunningServer(ServerProvider):

@@ -105,7 +105,10 @@ async def test_our_client_against_released_server(servers: Servers, version: str
 @pytest.mark.parametrize("flavour", list(FLAVOURS))
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_our_mcp_against_released_server(servers: Servers, version: str, flavour: str, mode: str) -> None:
-    capacity = 1 if mode == "production" else 2  # 0.3.0 at capacity 1: the attach hazard of §7.4
+    # production mode at capacity 1 is the attach hazard: a 0.3.0 server ignores
+    # ``/ws?session_id=``, so an HTTP-created session would hold the only slot and the
+    # WebSocket would get CAPACITY_REACHED (OpenEnv 0.10's own client fails so)
+    capacity = 1 if mode == "production" else 2
     url = servers.released(version, "tools_app", capacity=capacity)
     Env: Any = FLAVOURS[flavour]
     client, server = f"ours/{flavour}/mcp-{mode}", f"openenv {version}"
@@ -168,7 +171,9 @@ def test_released_client_against_our_server(
         if version == "0.3.0" and key in ("reset", "step", "new_session_step") and not ok:
             # 0.3.0 servers strip metadata; ours always sends it (0.10 flavour) and the
             # 0.3.0 client ignores it: compare without it
-            strip = lambda r: {**r, "observation": {k: v for k, v in r["observation"].items() if k != "metadata"}}  # noqa: E731
+            def strip(r: dict[str, Any]) -> dict[str, Any]:
+                return {**r, "observation": {k: v for k, v in r["observation"].items() if k != "metadata"}}
+
             ok = strip(theirs[key]) == strip(ours[key])
             if ok:
                 record(client, server, key, "ok", "metadata only on ours")

@@ -35,7 +35,7 @@ from .._core.options import (
     check_timeout,
 )
 from .._core.session import RequestKind, Session, attach_plan, created, release_on_close, ws_target
-from .._core.urls import parse_base_url, redact_url
+from .._core.urls import Endpoints, parse_base_url, redact_url
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 
@@ -112,7 +112,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         TypeError: ``codec`` is none of the above (or ``"schema"``).
     """
 
-    _endpoints: Any
+    _endpoints: Endpoints
     _options: ClientOptions
     _codec: Codec[Any, Any, Any]
 
@@ -464,7 +464,8 @@ class Env(Generic[ActT, ObsT, StateT]):
     # the rest of the session.  Tools are cached per client.
     # Production mode: ``POST /mcp`` with ``params.session_id`` of a session
     # made by ``openenv/session/create`` that the WebSocket attaches to with
-    # ``/ws?session_id=`` (protocol §7.4); closed with ``openenv/session/close``.
+    # ``/ws?session_id=`` (as OpenEnv 0.10's production-mode client does); closed
+    # with ``openenv/session/close``.
 
     @property
     def mode(self) -> str:

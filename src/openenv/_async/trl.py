@@ -183,7 +183,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
     _openenv: ClassVar[_Shared]
     tools: ClassVar[tuple[Tool, ...]] = ()
     base_url: ClassVar[str] = ""
-    close = _Close()
+    close: _Close = _Close()
 
     if TYPE_CHECKING:
 

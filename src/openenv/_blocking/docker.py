@@ -442,7 +442,7 @@ def start_container(
     session = merged_labels.get(LABEL_SESSION)
 
     with _lock(client):
-        # 1. create (the name and labels exist before any IO: see twin-codegen 5.2)
+        # 1. create (name and labels are fixed before any IO, so a killed process never leaks an unnamed container)
         try:
             created = client.containers.create(
                 image,

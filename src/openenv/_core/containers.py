@@ -49,10 +49,8 @@ _MAX_BASE = 40
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return "unknown"
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("openenv-twin")
     except PackageNotFoundError:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidAction, InvalidActionType, MessageTooLarge, ProtocolError, error_from_frame
+from .errors import InvalidAction, InvalidActionType, ProtocolError, error_from_frame
 from .result import StepResult
 
 __all__ = [
@@ -139,16 +139,3 @@ def describe_close(code: int | None, reason: str) -> str:
         return "the connection dropped without a close frame"
     text = f"close code {code}" + (f" ({reason})" if reason else "")
     return text
-
-
-def too_large(limit: int, *, ours: bool) -> MessageTooLarge:
-    """The error for a message over a size limit."""
-    if ours:
-        return MessageTooLarge(
-            f"the server sent a message larger than max_message_size={limit} bytes; "
-            "pass a larger max_message_size to Env(...)"
-        )
-    return MessageTooLarge(
-        "the server refused our message as too large (close code 1009); "
-        "send a smaller action or raise the server's limit"
-    )

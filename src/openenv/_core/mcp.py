@@ -1,7 +1,7 @@
 """MCP tools over the OpenEnv protocol, sans-IO (shared by both twins and the server).
 
 Three transports carry the same two methods, ``tools/list`` and ``tools/call``
-(protocol §7):
+(JSON-RPC 2.0, as OpenEnv's MCP support speaks it):
 
 * **the step loop** (simulation mode, the default): ``{"type":"call_tool",
   "tool_name":..., "arguments":{...}}`` and ``{"type":"list_tools"}`` actions
@@ -50,7 +50,6 @@ __all__ = [
     "parse_step_tools",
     "parse_step_call",
     "is_unsupported",
-    "mcp_url",
     "attach_url",
     "LIST_TOOLS",
     "CALL_TOOL",
@@ -71,13 +70,11 @@ SIMULATION = "simulation"
 PRODUCTION = "production"
 MODE_ENV_VAR = "OPENENV_CLIENT_MODE"
 
-# JSON-RPC 2.0 error codes used by OpenEnv (protocol §7.1)
-PARSE_ERROR = -32700
+# JSON-RPC 2.0 error codes used by OpenEnv's MCP endpoints
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-SERVER_ERROR = -32000
 
 
 class RpcIds:
@@ -229,11 +226,6 @@ def parse_step_call(observation: Any, name: str, *, reward: float | None = None,
     if "result" not in observation:
         raise ProtocolError(f"the call_tool step returned no result: {str(observation)[:120]}")
     return parse_tool_result(observation["result"], reward=reward, done=done)
-
-
-def mcp_url(http_url: str) -> str:
-    """``POST /mcp`` under the server's HTTP root (``Endpoints.http_url``)."""
-    return http_url.rstrip("/") + "/mcp"
 
 
 def attach_url(ws_url: str, session_id: str) -> str:

@@ -7,7 +7,7 @@ protocol; environments subclass them.  ``StepResult`` is what ``reset`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +19,7 @@ __all__ = ["Action", "Observation", "State", "StepResult", "ObsT"]
 class Action(BaseModel):
     """Base action: one ``metadata`` field; unknown fields are refused."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=True)
 
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -27,7 +27,7 @@ class Action(BaseModel):
 class Observation(BaseModel):
     """Base observation: ``done``, ``reward`` and ``metadata`` plus the environment's fields."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=True)
 
     done: bool = False
     reward: bool | int | float | None = None
@@ -37,7 +37,7 @@ class Observation(BaseModel):
 class State(BaseModel):
     """Base state: ``episode_id`` and ``step_count``; extra fields are allowed."""
 
-    model_config = ConfigDict(extra="allow", validate_assignment=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow", validate_assignment=True)
 
     episode_id: str | None = None
     step_count: int = Field(default=0, ge=0)

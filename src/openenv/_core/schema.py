@@ -31,7 +31,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -227,7 +227,7 @@ def models_from_schema(schema: Mapping[str, Any]) -> SchemaModels:
 class _BaseObservation(BaseModel):
     """A permissive observation: ``done``, ``reward``, ``metadata`` and every other key kept as an extra."""
 
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow", protected_namespaces=())
 
     done: bool = False
     reward: Any = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -18,7 +18,7 @@ class Tool(BaseModel):
     server sends (``title``, ``annotations``, ``meta``, ...) are kept as extras.
     """
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
 
     name: str
     description: str | None = ""
@@ -47,7 +47,7 @@ class ToolResult(BaseModel):
             ``None``/``False`` otherwise (production mode).
     """
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow", populate_by_name=True)
 
     content: list[dict[str, Any]] = Field(default_factory=list)
     structured_content: Any | None = Field(

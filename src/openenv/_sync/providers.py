@@ -159,18 +159,18 @@ class DockerProvider(ServerProvider):
         progress: Callable[[str], None] | None = None,
         docker_timeout: float | None = 60.0,
     ) -> None:
-        self.image = image
-        self.env_vars = dict(env_vars or {})
-        self.run_options = dict(run_options or {})
+        self.image: str = image
+        self.env_vars: dict[str, str] = dict(env_vars or {})
+        self.run_options: dict[str, Any] = dict(run_options or {})
         if port is not None:
             self.run_options["ports"] = {f"{container_port}/tcp": (host, port)}
-        self.host = host
-        self.container_port = container_port
-        self.pull = pull
-        self.progress = progress if progress is not None else _terminal_progress()
-        self.docker_timeout = docker_timeout
-        self.session_id = new_session_id()
-        self.name = new_container_name(image)
+        self.host: str = host
+        self.container_port: int = container_port
+        self.pull: bool | None = pull
+        self.progress: Callable[[str], None] | None = progress if progress is not None else _terminal_progress()
+        self.docker_timeout: float | None = docker_timeout
+        self.session_id: str = new_session_id()
+        self.name: str = new_container_name(image)
         self.container_id: str | None = None
         self._client: Any = None
         self._lock = threading.Lock()
@@ -198,7 +198,7 @@ class DockerProvider(ServerProvider):
         client.close()
         raise ProviderError(f"{self!r} was stopped while it started")
 
-    def _start_container(self) -> Any:
+    def _start_container(self) -> _docker.ContainerInfo:
         with self._lock:
             client = self._client
             if client is None:

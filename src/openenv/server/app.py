@@ -101,6 +101,7 @@ from websockets.sync.server import serve as _ws_serve
 
 from openenv._core.errors import ErrorCode
 from openenv._core.models import Action, Observation, State
+from openenv._facade import version as _package_version
 
 from .environment import Environment, filter_kwargs
 from .tools import handle_rpc, is_mcp_action, step_observation
@@ -834,11 +835,14 @@ class EnvServer:
 
     def _metadata(self) -> dict[str, Any]:
         name = self.name
+        version = getattr(self._env_class(), "version", None)
+        if not isinstance(version, str):
+            version = _package_version()
         return {
             "name": name,
             "description": f"{name} environment",
             "readme_content": None,
-            "version": "1.0.0",
+            "version": version,
             "author": None,
             "documentation_url": None,
         }

@@ -76,6 +76,8 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
         SUPPORTS_CONCURRENT_SESSIONS: whether several instances may live in
             one process at the same time. A server refuses ``max_sessions > 1``
             for a class that sets it to ``False``.
+        version: the environment's version, reported by ``GET /metadata``
+            (``None``: the version of the installed ``openenv-twin``).
     """
 
     action_type: ClassVar[type[Action]] = Action
@@ -83,6 +85,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     reset_observation_type: ClassVar[type[Observation] | None] = None
     state_type: ClassVar[type[State]] = State
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+    version: ClassVar[str | None] = None
 
     @abstractmethod
     def reset(self, *args: Any, **kwargs: Any) -> ObsT:

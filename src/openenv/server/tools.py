@@ -1,7 +1,7 @@
 """MCP tools for environments served by :mod:`openenv.server`.
 
 Mark environment methods with :func:`tool`; the server then answers MCP
-requests for them, the way OpenEnv's ``MCPEnvironment`` does (protocol §7):
+requests for them, the way OpenEnv's ``MCPEnvironment`` does (JSON-RPC 2.0):
 
 * JSON-RPC ``tools/list`` / ``tools/call`` in ``mcp`` frames on ``/ws``,
   against the connection's own environment instance.  These do not call the
@@ -31,7 +31,7 @@ Example::
 
 Each tool's input schema is built from its type hints with pydantic, and its
 arguments are validated with it before the method is called.  Results have the
-shape FastMCP gives through OpenEnv (snake-case keys, §7.3)::
+shape FastMCP gives through OpenEnv (snake-case keys, as its ``tools/call`` returns them)::
 
     {"content": [{"type": "text", "text": "5", "annotations": null, "meta": null}],
      "structured_content": {"result": 5}, "meta": {"fastmcp": {"wrap_result": true}},
@@ -49,12 +49,23 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from openenv._core.mcp import RESERVED_TOOL_NAMES, UNSUPPORTED_MESSAGE
+from openenv._core.mcp import (
+    CALL_TOOL,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LIST_TOOLS,
+    METHOD_NOT_FOUND,
+    RESERVED_TOOL_NAMES,
+    SESSION_CLOSE,
+    SESSION_CREATE,
+    UNSUPPORTED_MESSAGE,
+)
 from openenv._core.models import Action, Observation
 
 __all__ = [
@@ -248,31 +259,31 @@ def handle_rpc(env: Any, request: dict[str, Any], session_id: str) -> dict[str, 
             if not isinstance(params, dict)
             else "'jsonrpc' must be '2.0' and 'method' a string"
         )
-        return _error(request_id, -32600, f"Invalid request: {why}")
-    if method == "openenv/session/create":
+        return _error(request_id, INVALID_REQUEST, f"Invalid request: {why}")
+    if method == SESSION_CREATE:
         return {"jsonrpc": "2.0", "id": request_id, "result": {"session_id": session_id}}
-    if method == "openenv/session/close":
+    if method == SESSION_CLOSE:
         target = params.get("session_id")
         if not target:
-            return _error(request_id, -32602, "Invalid params - 'session_id' is required")
+            return _error(request_id, INVALID_PARAMS, "Invalid params - 'session_id' is required")
         if target == session_id:
-            return _error(request_id, -32600, "Cannot close active WebSocket-managed session via MCP method")
-        return _error(request_id, -32602, f"Unknown session_id: {target}")
-    if method not in ("tools/list", "tools/call"):
-        return _error(request_id, -32601, f"Method not found: {method}")
+            return _error(request_id, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
+        return _error(request_id, INVALID_PARAMS, f"Unknown session_id: {target}")
+    if method not in (LIST_TOOLS, CALL_TOOL):
+        return _error(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
     tools = tools_of(env)
     if not tools:
-        return _error(request_id, -32603, UNSUPPORTED_MESSAGE)
-    if method == "tools/list":
+        return _error(request_id, INTERNAL_ERROR, UNSUPPORTED_MESSAGE)
+    if method == LIST_TOOLS:
         listing = [spec.listing(snake=False) for spec in tools.values()]
         return {"jsonrpc": "2.0", "id": request_id, "result": {"tools": listing}}
     name = params.get("name")
     if not isinstance(name, str) or not name:
-        return _error(request_id, -32602, "Invalid params - 'name' is required")
+        return _error(request_id, INVALID_PARAMS, "Invalid params - 'name' is required")
     try:
         result = call(env, name, params.get("arguments", {}))
     except ToolCallError as exc:
-        return _error(request_id, -32603, exc.message)
+        return _error(request_id, INTERNAL_ERROR, exc.message)
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
@@ -282,7 +293,7 @@ def handle_rpc(env: Any, request: dict[str, Any], session_id: str) -> dict[str, 
 class ListToolsAction(Action):
     """The step-loop action ``{"type": "list_tools"}``."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     type: str = "list_tools"
 
@@ -295,7 +306,7 @@ class CallToolAction(Action):
     ``VALIDATION_ERROR`` frame.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     type: str = "call_tool"
     tool_name: Any = None
@@ -365,5 +376,6 @@ def step_observation(env: Any, data: dict[str, Any]) -> Observation:
     action = tool_action(data)
     hook = getattr(env, "step_tool", None)
     if callable(hook):
-        return hook(action)
+        observation: Observation = hook(action)
+        return observation
     return run_tool_action(env, action)
