@@ -285,9 +285,10 @@ def http_error(exc: BaseException, url: str) -> Exception:
         return EnvTimeout(f"no answer from {url} in time ({type(exc).__name__})")
     if isinstance(exc, httpx.RemoteProtocolError):
         return ConnectError(
-            f"{url} dropped the request without an HTTP answer ({exc}); servers built on "
-            "openenv.server cannot take POST requests with a body, so production mode (POST /mcp) "
-            "does not work against them: use mode='simulation'"
+            f"{url} dropped the request without an HTTP answer ({exc}); the embedded openenv.server "
+            "EnvServer cannot take POST requests with a body, so production mode (POST /mcp) does not "
+            "work against it: use mode='simulation', or serve the environment with "
+            "openenv.server.asgi.create_app (`openenv serve --asgi`)"
         )
     return ConnectError(f"HTTP request to {url} failed: {type(exc).__name__}: {exc}")
 
@@ -300,9 +301,10 @@ def http_json(status: int, body: bytes, url: str) -> Any:
         raise ProtocolError(f"{url} answered HTTP 404: the server has no such endpoint")
     if status == 501:
         raise ConnectError(
-            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); servers built on openenv.server "
-            "serve only the /ws WebSocket, so production mode (POST /mcp) does not work against them: "
-            "use mode='simulation'"
+            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); the embedded openenv.server "
+            "EnvServer serves only the /ws WebSocket, so production mode (POST /mcp) does not work "
+            "against it: use mode='simulation', or serve the environment with "
+            "openenv.server.asgi.create_app (`openenv serve --asgi`)"
         )
     if status != 200:
         raise ProtocolError(f"{url} answered HTTP {status}: {body[:200]!r}")

@@ -45,14 +45,13 @@ import json
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .app import DEFAULT_IDLE_TIMEOUT
@@ -107,7 +106,7 @@ def create_app(
     ):
         raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
     protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name)
-    protocol.session_executor = _executor  # type: ignore[method-assign]
+    protocol.session_executor = _executor
     idle = None if idle_timeout is None else float(idle_timeout)
 
     async def get_route(request: Request) -> Response:
@@ -160,7 +159,9 @@ def create_app(
         finally:
             await run_in_threadpool(protocol.end_all)
 
-    routes = [Route(path, get_route, methods=["GET"]) for path in ("/health", "/metadata", "/schema", "/state")]
+    routes: list[BaseRoute] = [
+        Route(path, get_route, methods=["GET"]) for path in ("/health", "/metadata", "/schema", "/state")
+    ]
     routes += [
         Route("/reset", reset, methods=["POST"]),
         Route("/step", step, methods=["POST"]),

@@ -767,7 +767,7 @@ class EnvProtocol:
                 try:
                     action = action_type.model_validate(action_data)
                 except ValidationError as exc:
-                    return _unprocessable(exc.errors(include_url=False))
+                    return _unprocessable([dict(err) for err in exc.errors(include_url=False)])
                 observation = env.step(action, **filter_kwargs(env.step, extra))
             return json_reply(200, http_step_result(observation))
         except Exception:
@@ -860,4 +860,4 @@ class EnvProtocol:
 
     #: Makes the executor of an HTTP-created session (``None``: calls run under a lock in the caller's thread).
     #: A transport may replace it (the ASGI app gives each session its own thread).
-    session_executor: Callable[[Session], Executor | None] = staticmethod(lambda session: None)  # type: ignore[assignment]
+    session_executor: Callable[[Session], Executor | None] = staticmethod(lambda session: None)
