@@ -105,7 +105,7 @@ class Servers:
         """Our server: ``python -m openenv serve <factory>`` from our venv (``--asgi``: the ASGI app, uvicorn)."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "{port}"]
-        command += ["--max-sessions", str(capacity)] + (["--asgi", "--log-level", "WARNING"] if asgi else [])
+        command += ["--max-sessions", str(capacity)] + (["--asgi"] if asgi else [])
         return self._start(("ours-asgi" if asgi else "ours", factory, capacity), command, env)
 
     def stop(self) -> None:
