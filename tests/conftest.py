@@ -50,6 +50,23 @@ def server_factory() -> Iterator[Callable[..., EnvServer]]:
 
 
 @pytest.fixture
+def asgi_server_factory() -> Iterator[Callable[..., Any]]:
+    """uvicorn serving ``openenv.server.asgi.create_app(factory, **kwargs)`` (stopped at the end of the test)."""
+    from .asgi_server import AsgiServer
+
+    started: list[AsgiServer] = []
+
+    def start(factory: Any = CounterEnv, **kwargs: Any) -> AsgiServer:
+        server = AsgiServer(factory, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in reversed(started):
+        server.stop()
+
+
+@pytest.fixture
 def script_server() -> Iterator[Callable[[Callable[[str], Any]], ScriptServer]]:
     """Start raw WebSocket servers that answer frames with a script."""
     started: list[ScriptServer] = []

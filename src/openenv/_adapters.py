@@ -68,9 +68,10 @@ def httpx_error(exc: BaseException, url: str) -> Exception:
         return EnvTimeout(f"no answer from {url} in time ({type(exc).__name__})")
     if isinstance(exc, httpx.RemoteProtocolError):
         return ConnectError(
-            f"{url} dropped the request without an HTTP answer ({exc}); servers built on "
-            "openenv.server cannot take POST requests with a body, so production mode (POST /mcp) "
-            "does not work against them: use mode='simulation'"
+            f"{url} dropped the request without an HTTP answer ({exc}); the embedded openenv.server "
+            "EnvServer cannot take POST requests with a body, so production mode (POST /mcp) does not "
+            "work against it: use mode='simulation', or serve the environment with "
+            "openenv.server.asgi.create_app (`python -m openenv serve --asgi`)"
         )
     return ConnectError(f"HTTP request to {url} failed: {type(exc).__name__}: {exc}")
 

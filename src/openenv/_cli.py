@@ -101,6 +101,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
         return 2
     max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
+    if args.asgi:
+        return _serve_asgi(factory, args, max_sessions)
     try:
         server = EnvServer(
             factory,
@@ -122,6 +124,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> int:
+    """``serve --asgi``: the ASGI app under uvicorn (``POST /reset``, ``/step``, ``/mcp`` included)."""
+    try:
+        import uvicorn
+
+        from openenv.server.asgi import create_app
+    except ImportError as exc:
+        print(f"error: --asgi needs starlette and uvicorn (pip install 'openenv-twin[server]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(factory, max_sessions=max_sessions, idle_timeout=args.idle_timeout or None)
+    except (TypeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
 
 
@@ -915,6 +935,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=64,
         help="connections still in their handshake, at most; more get 503 at once (default: 64)",
+    )
+    p_serve.add_argument(
+        "--asgi",
+        action="store_true",
+        help="serve the ASGI app under uvicorn (POST /reset, /step, /mcp too; needs openenv-twin[server])",
     )
     p_serve.set_defaults(func=_cmd_serve)
 

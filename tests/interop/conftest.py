@@ -101,12 +101,12 @@ class Servers:
         command += ["--host", "127.0.0.1", "--port", "{port}", "--log-level", "warning"]
         return self._start((version, app, capacity), command, env)
 
-    def ours(self, factory: str, capacity: int = 2) -> str:
-        """Our server: ``python -m openenv serve <factory>`` from our venv."""
+    def ours(self, factory: str, capacity: int = 2, *, asgi: bool = False) -> str:
+        """Our server: ``python -m openenv serve <factory>`` from our venv (``--asgi``: the ASGI app, uvicorn)."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "{port}"]
-        command += ["--max-sessions", str(capacity)]
-        return self._start(("ours", factory, capacity), command, env)
+        command += ["--max-sessions", str(capacity)] + (["--asgi"] if asgi else [])
+        return self._start(("ours-asgi" if asgi else "ours", factory, capacity), command, env)
 
     def stop(self) -> None:
         for proc, _ in self.running.values():

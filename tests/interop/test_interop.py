@@ -156,16 +156,18 @@ COUNTER_FIELDS = [
 ]
 
 
+@pytest.mark.parametrize("transport", ["embedded", "asgi"])
 @pytest.mark.parametrize(
     "version,flavour",
     [("0.10.0", "async"), ("0.10.0", "plain"), ("0.10.0", "sync"), ("0.3.0", "sync"), ("0.3.0", "async")],
 )
 def test_released_client_against_our_server(
-    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str
+    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str, transport: str
 ) -> None:
     theirs = drive(version, flavour, "counter", servers.released(version, "counter_app", capacity=2))
-    ours = drive(version, flavour, "counter", servers.ours("tests.interop.our_apps:CounterEnv", capacity=2))
-    client, server = f"openenv {version} {flavour}", "ours"
+    asgi = transport == "asgi"
+    ours = drive(version, flavour, "counter", servers.ours("tests.interop.our_apps:CounterEnv", 2, asgi=asgi))
+    client, server = f"openenv {version} {flavour}", "ours" + ("/asgi" if asgi else "")
     for key in COUNTER_FIELDS + (["new_session_step"] if "new_session_step" in theirs else []):
         ok = theirs.get(key) == ours.get(key)
         if version == "0.3.0" and key in ("reset", "step", "new_session_step") and not ok:
@@ -189,15 +191,19 @@ def test_released_client_against_our_server(
         record(client, server, key)
 
 
+@pytest.mark.parametrize("transport", ["embedded", "asgi"])
 @pytest.mark.parametrize("version,flavour", [("0.3.0", "sync"), ("0.3.0", "async"), ("0.10.0", "async")])
 def test_released_mcp_client_against_our_server(
-    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str
+    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str, transport: str
 ) -> None:
     theirs = drive(version, flavour, "tools", servers.released(version, "tools_app", capacity=2))
-    ours = drive(version, flavour, "tools", servers.ours("openenv.server.tools_demo:ToolsDemoEnvironment", capacity=2))
-    client, server = f"openenv {version} MCPToolClient {flavour}", "ours"
+    asgi = transport == "asgi"
+    ours = drive(
+        version, flavour, "tools", servers.ours("openenv.server.tools_demo:ToolsDemoEnvironment", 2, asgi=asgi)
+    )
+    client, server = f"openenv {version} MCPToolClient {flavour}", "ours" + ("/asgi" if asgi else "")
     assert theirs["list_tools"] == ["add", "fail", "greet"]
-    if version == "0.10.0":
+    if version == "0.10.0" and not asgi:
         # the 0.10 MCPToolClient always uses POST /mcp, which our server cannot take
         assert "error" in str(ours["connect"]) or "error" in str(ours["list_tools"])
         record(client, server, "list_tools/call_tool", "n/a", "needs POST /mcp (not served)")

@@ -275,9 +275,10 @@ def http_json(status: int, body: bytes, url: str) -> Any:
         raise ProtocolError(f"{url} answered HTTP 404: the server has no such endpoint")
     if status == 501:
         raise ConnectError(
-            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); servers built on openenv.server "
-            "serve only the /ws WebSocket, so production mode (POST /mcp) does not work against them: "
-            "use mode='simulation'"
+            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); the embedded openenv.server "
+            "EnvServer serves only the /ws WebSocket, so production mode (POST /mcp) does not work "
+            "against it: use mode='simulation', or serve the environment with "
+            "openenv.server.asgi.create_app (`openenv serve --asgi`)"
         )
     if status != 200:
         raise ProtocolError(f"{url} answered HTTP {status}: {body[:200]!r}")

@@ -78,18 +78,14 @@ import email.utils
 import http
 import json
 import logging
-import math
 import signal
 import socket
 import ssl as _ssl
 import threading
-import uuid
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from types import FrameType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import to_jsonable_python
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidMessage, SecurityError
 from websockets.frames import CloseCode
@@ -99,12 +95,10 @@ from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
-from openenv._core.errors import ErrorCode
-from openenv._core.models import Action, Observation, State
-from openenv._facade import version as _package_version
-
-from .environment import Environment, filter_kwargs
-from .tools import handle_rpc, is_mcp_action, step_observation
+from .protocol import GET_ROUTES as _GET_ROUTES
+from .protocol import POST_ROUTES as _POST_ROUTES
+from .protocol import WS_PATH as _WS_PATH
+from .protocol import EnvFactory, EnvProtocol, HttpReply, Session, _dumps, step_result
 
 __all__ = [
     "EnvServer",
@@ -119,9 +113,6 @@ __all__ = [
 
 logger = logging.getLogger("openenv.server")
 
-#: An :class:`Environment` subclass, or any zero-argument callable returning an environment.
-EnvFactory = type[Environment[Any, Any, Any]] | Callable[[], Environment[Any, Any, Any]]
-
 #: Largest inbound WebSocket message accepted by default (uvicorn's ``ws_max_size``).
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 
@@ -134,162 +125,8 @@ DEFAULT_MAX_PENDING = 64
 #: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 
-_WS_PATH = "/ws"
-_GET_ROUTES = frozenset({"/health", "/metadata", "/schema", "/state"})
-_POST_ROUTES = frozenset({"/reset", "/step", "/mcp"})
 
-
-# --------------------------------------------------------------------------- #
-# Envelope models: only used to produce pydantic-style errors for bad frames. #
-# The fast path checks envelopes by hand.                                      #
-# --------------------------------------------------------------------------- #
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: str
-
-
-class _ResetMessage(_Message):
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class _DataMessage(_Message):  # step, mcp
-    data: dict[str, Any]
-
-
-class _BareMessage(_Message):  # state, close
-    pass
-
-
-# ------------------------------ serialisation ------------------------------ #
-#
-# Everything the server sends is strict JSON (RFC 8259): ``allow_nan=False``.
-# Observations and states that hold NaN/Infinity are an environment bug and
-# give an ``EXECUTION_ERROR``; error details (which echo the client's input,
-# and Python's ``json`` accepts ``NaN`` on input) are sanitised instead.
-
-
-def _strict_default(obj: Any) -> Any:
-    """``json.dumps`` fallback for observation/state values (pydantic's JSON rules)."""
-    return to_jsonable_python(obj)
-
-
-def _dumps(obj: Any) -> str:
-    """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
-
-
-_MAX_DETAIL_DEPTH = 32
-_MAX_INT_BITS = 4096  # ~1233 digits; CPython refuses to print ints of more than 4300 digits
-
-
-def _float_text(value: float) -> float | str:
-    if math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
-def _jsonable(obj: Any, depth: int = 0) -> Any:
-    """Error details as strict-JSON-able values; never raises.
-
-    Non-finite floats become the strings ``"NaN"``, ``"Infinity"`` and
-    ``"-Infinity"``; structures deeper than a limit, huge integers and values
-    that have no JSON form become short strings.
-    """
-    if obj is None or isinstance(obj, (str, bool)):
-        return obj
-    if isinstance(obj, int):
-        return obj if obj.bit_length() <= _MAX_INT_BITS else f"<int of {obj.bit_length()} bits>"
-    if isinstance(obj, float):
-        return _float_text(obj)
-    if depth >= _MAX_DETAIL_DEPTH:
-        return "<nested too deep>"
-    if isinstance(obj, Mapping):
-        return {_key_text(k): _jsonable(v, depth + 1) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v, depth + 1) for v in obj]
-    try:
-        converted = to_jsonable_python(obj)
-    except Exception:
-        return _safe_str(obj)
-    if isinstance(converted, (dict, list, tuple, str, int, float)) or converted is None:
-        return _jsonable(converted, depth + 1)
-    return _safe_str(obj)
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, float):
-        return str(_float_text(key))
-    return _safe_str(key)
-
-
-def _safe_str(obj: Any) -> str:
-    try:
-        return str(obj)
-    except Exception:
-        return f"<{type(obj).__name__}>"
-
-
-def _error_frame(code: str, message: str, **extra: Any) -> str:
-    data: dict[str, Any] = {"message": message, "code": code}
-    data.update(extra)
-    frame = {"type": "error", "data": _jsonable(data)}
-    try:
-        return json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):  # never expected: _jsonable makes it safe
-        fallback = {"type": "error", "data": {"message": _safe_str(message), "code": code}}
-        return json.dumps(fallback, separators=(",", ":"), ensure_ascii=True)
-
-
-def _validation_frame(exc: ValidationError) -> str:
-    return _error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=exc.errors(include_url=False))
-
-
-def step_result(observation: Any) -> dict[str, Any]:
-    """Turn an observation into the wire step result (0.10 ``/ws`` flavour).
-
-    ``done`` and ``reward`` are lifted out of the observation to the top level;
-    ``metadata`` stays in the observation and is copied to the top level only
-    when it is non-empty.
-    """
-    if isinstance(observation, BaseModel):
-        obs = observation.model_dump()
-    elif isinstance(observation, Mapping):
-        obs = dict(observation)
-    else:
-        raise TypeError(f"environment returned {type(observation).__name__}, not an Observation")
-    reward = obs.pop("reward", None)
-    done = obs.pop("done", False)
-    result: dict[str, Any] = {"observation": obs, "reward": reward, "done": done}
-    metadata = obs.get("metadata")
-    if metadata:
-        result["metadata"] = metadata
-    return result
-
-
-class _Unsendable(Exception):
-    """A reply that has no strict-JSON form (NaN, Infinity, an unserialisable value)."""
-
-
-def _reply(kind: str, what: str, payload: Any) -> str:
-    try:
-        body = _dumps(payload)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise _Unsendable(f"the environment's {what} cannot be sent as strict JSON: {exc}") from None
-    return '{"type":"' + kind + '","data":' + body + "}"
-
-
-def _observation_frame(observation: Any) -> str:
-    return _reply("observation", "observation", step_result(observation))
-
-
-def _state_frame(state: Any) -> str:
-    data = state.model_dump() if isinstance(state, BaseModel) else dict(state)
-    return _reply("state", "state", data)
+# ------------------------------ HTTP answers ------------------------------ #
 
 
 def _http_response(status: int, body: bytes, content_type: str) -> Response:
@@ -308,6 +145,13 @@ def _http_response(status: int, body: bytes, content_type: str) -> Response:
 def _json_response(status: int, payload: Any) -> Response:
     body = _dumps(payload)  # strict: a NaN in /state or /schema gives a 500, never non-standard JSON
     return _http_response(status, body.encode("utf-8", "backslashreplace"), "application/json")
+
+
+def _to_response(reply: HttpReply) -> Response:
+    response = _http_response(reply.status, reply.body, reply.content_type)
+    for name, value in reply.headers:
+        response.headers[name] = value
+    return response
 
 
 def _is_upgrade(request: Request) -> bool:
@@ -368,7 +212,7 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
                 owner._leave_pending()
                 if self.slot and self.protocol.state is not OPEN:  # reserved, then the handshake failed
                     self.slot = False
-                    owner._release_slot()
+                    owner._protocol.release_slot()
 
     return _Connection
 
@@ -517,10 +361,6 @@ class EnvServer:
         max_pending: int = DEFAULT_MAX_PENDING,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
     ) -> None:
-        if not callable(factory):
-            raise TypeError(f"factory must be an Environment class or a callable, not {factory!r}")
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be at least 1, not {max_sessions}")
         if max_message_size < 1:
             raise ValueError(f"max_message_size must be positive, not {max_message_size}")
         for what, value in (("idle_timeout", idle_timeout), ("handshake_timeout", handshake_timeout)):
@@ -528,24 +368,11 @@ class EnvServer:
                 raise ValueError(f"{what} must be a positive number of seconds or None, not {value!r}")
         if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
             raise ValueError(f"max_pending must be a positive int, not {max_pending!r}")
-        if (
-            isinstance(factory, type)
-            and max_sessions > 1
-            and not getattr(factory, "SUPPORTS_CONCURRENT_SESSIONS", True)
-        ):
-            raise ValueError(
-                f"{factory.__name__} does not support concurrent sessions "
-                "(SUPPORTS_CONCURRENT_SESSIONS is false); "
-                f"max_sessions must be 1, not {max_sessions}"
-            )
-        self._factory: Callable[[], Any] = factory
-        self._factory_name: str = getattr(factory, "__name__", None) or str(factory)
-        self._env_cls: type | None = factory if isinstance(factory, type) else None
+        self._protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name)
+        self._factory_name = self._protocol.factory_name
         self._host = host
         self._port = port
-        self._max_sessions = max_sessions
         self._max_message_size = max_message_size
-        self._name = name
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         if ssl is not None and not isinstance(ssl, _ssl.SSLContext):
@@ -555,10 +382,8 @@ class EnvServer:
         self._max_pending = max_pending
         self._handshake_timeout = None if handshake_timeout is None else float(handshake_timeout)
 
-        self._lock = threading.Lock()  # guards _active, _pending and the cached class/schema
-        self._active = 0
+        self._lock = threading.Lock()  # guards _pending
         self._pending = 0
-        self._schema: dict[str, Any] | None = None
         self._lifecycle = threading.Lock()  # serialises start()/stop()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
@@ -590,13 +415,12 @@ class EnvServer:
     @property
     def max_sessions(self) -> int:
         """The session capacity."""
-        return self._max_sessions
+        return self._protocol.max_sessions
 
     @property
     def active_sessions(self) -> int:
         """The number of ``/ws`` sessions holding a capacity slot right now."""
-        with self._lock:
-            return self._active
+        return self._protocol.active_sessions
 
     @property
     def idle_timeout(self) -> float | None:
@@ -626,11 +450,11 @@ class EnvServer:
         For a factory that is not a class, the class is found by creating (and
         closing) one instance, once.
         """
-        return self._name or self._env_class().__name__
+        return self._protocol.name
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
-        sessions = f"{self.active_sessions}/{self._max_sessions}"
+        sessions = f"{self.active_sessions}/{self._protocol.max_sessions}"
         return f"<EnvServer {self._factory_name} {self.url} {state} sessions={sessions}>"
 
     # ------------------------------------------------------------- lifecycle
@@ -660,7 +484,7 @@ class EnvServer:
             thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)
             self._server, self._thread = server, thread
             thread.start()
-        logger.info("serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._max_sessions)
+        logger.info("serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._protocol.max_sessions)
         return self
 
     def stop(self) -> None:
@@ -718,17 +542,6 @@ class EnvServer:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _env_class(self) -> type:
-        cls = self._env_cls
-        if cls is None:
-            env = self._factory()
-            try:
-                cls = type(env)
-            finally:
-                _close_quietly(env)
-            self._env_cls = cls
-        return cls
-
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """websockets' handshake hook: accept ``/ws`` upgrades, answer HTTP requests."""
         path = request.path.split("?", 1)[0]
@@ -737,56 +550,26 @@ class EnvServer:
                 return _http_response(403, b"Forbidden", "text/plain; charset=utf-8")
             if not hasattr(type(connection), "slot"):
                 return None  # not our connection class: the handler checks capacity
-            if not self._reserve_slot():
-                return self._capacity_response()
+            if not self._protocol.reserve_slot():
+                return _to_response(self._protocol.capacity_reply())
             connection.slot = True  # type: ignore[attr-defined]
             return None  # perform the WebSocket handshake
-        try:
-            if request.method != "GET":
-                if path in _GET_ROUTES:
-                    response = _json_response(405, {"detail": "Method Not Allowed"})
-                    response.headers["Allow"] = "GET"
-                    return response
-                if path in _POST_ROUTES:
-                    return _json_response(
-                        501,
-                        {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"},
-                    )
-                return _json_response(404, {"detail": "Not Found"})
-            if path == "/health":
-                return _json_response(200, {"status": "healthy"})
-            if path == "/metadata":
-                return _json_response(200, self._metadata())
-            if path == "/schema":
-                return _json_response(200, self._schemas())
-            if path == "/state":
-                return _json_response(200, self._fresh_state())
-            if path in _POST_ROUTES:
+        if request.method != "GET":
+            if path in _GET_ROUTES:
                 response = _json_response(405, {"detail": "Method Not Allowed"})
-                response.headers["Allow"] = "POST"
+                response.headers["Allow"] = "GET"
                 return response
+            if path in _POST_ROUTES:
+                return _json_response(
+                    501,
+                    {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"},
+                )
             return _json_response(404, {"detail": "Not Found"})
-        except Exception:
-            logger.exception("GET %s failed", path)
-            return _http_response(500, b"Internal Server Error", "text/plain; charset=utf-8")
-
-    def _capacity_response(self) -> Response:
-        """``503`` whose body is the protocol's ``CAPACITY_REACHED`` error frame (clients map it)."""
-        with self._lock:
-            active = self._active
-        logger.info("refusing a session: at capacity (%d/%d)", active, self._max_sessions)
-        frame = self._capacity_frame(active)
-        response = _http_response(503, frame.encode("utf-8"), "application/json")
-        response.headers["Retry-After"] = "1"
-        return response
-
-    def _capacity_frame(self, active: int) -> str:
-        return _error_frame(
-            ErrorCode.CAPACITY_REACHED,
-            f"Server at capacity: {active}/{self._max_sessions} sessions active. Cannot accept new connections.",
-            active_sessions=active,
-            max_sessions=self._max_sessions,
-        )
+        if path in _POST_ROUTES:
+            response = _json_response(405, {"detail": "Method Not Allowed"})
+            response.headers["Allow"] = "POST"
+            return response
+        return _to_response(self._protocol.http_get(path))
 
     def _body_response(self, request: Request, *, too_large: bool) -> Response:
         """The answer to an HTTP request that carries a body (this server takes none)."""
@@ -797,7 +580,11 @@ class EnvServer:
             )
         if path in _POST_ROUTES:
             return _json_response(
-                501, {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"}
+                501,
+                {
+                    "detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket "
+                    "(or serve the environment with openenv.server.asgi.create_app)"
+                },
             )
         if path in _GET_ROUTES or path == _WS_PATH:
             response = _json_response(405, {"detail": "Method Not Allowed"})
@@ -806,17 +593,6 @@ class EnvServer:
         return _json_response(404, {"detail": "Not Found"})
 
     # ------------------------------------------------------- bookkeeping
-
-    def _reserve_slot(self) -> bool:
-        with self._lock:
-            if self._active >= self._max_sessions:
-                return False
-            self._active += 1
-            return True
-
-    def _release_slot(self) -> None:
-        with self._lock:
-            self._active -= 1
 
     def _enter_pending(self) -> bool:
         with self._lock:
@@ -833,84 +609,27 @@ class EnvServer:
         with self._lock:
             self._pending -= 1
 
-    def _metadata(self) -> dict[str, Any]:
-        name = self.name
-        version = getattr(self._env_class(), "version", None)
-        if not isinstance(version, str):
-            version = _package_version()
-        return {
-            "name": name,
-            "description": f"{name} environment",
-            "readme_content": None,
-            "version": version,
-            "author": None,
-            "documentation_url": None,
-        }
-
-    def _schemas(self) -> dict[str, Any]:
-        schema = self._schema
-        if schema is None:
-            cls = self._env_class()
-            action_type: type[BaseModel] = getattr(cls, "action_type", Action)
-            observation_type: type[BaseModel] = getattr(cls, "observation_type", Observation)
-            reset_type: type[BaseModel] = getattr(cls, "reset_observation_type", None) or observation_type
-            state_type: type[BaseModel] = getattr(cls, "state_type", State)
-            schema = {
-                "action": action_type.model_json_schema(),
-                "observation": observation_type.model_json_schema(),
-                "state": state_type.model_json_schema(),
-                "reset_observation": reset_type.model_json_schema(),
-            }
-            self._schema = schema
-        return schema
-
-    def _fresh_state(self) -> dict[str, Any]:
-        env = self._factory()
-        try:
-            state = env.state
-            fields = getattr(type(env), "state_type", State).model_fields
-            dumped = state.model_dump() if isinstance(state, BaseModel) else dict(state)
-            return {k: v for k, v in dumped.items() if k in fields}
-        finally:
-            _close_quietly(env)
-
     # ------------------------------------------------------------- WebSocket
 
     def _handle_session(self, connection: ServerConnection) -> None:
         """One ``/ws`` connection: take its slot, create the env, run the loop, clean up."""
-        if getattr(connection, "slot", False):
+        reserved = bool(getattr(connection, "slot", False))
+        if reserved:
             connection.slot = False  # type: ignore[attr-defined]  # reserved by process_request: ours now
-        elif not self._reserve_slot():  # only without our connection class
-            with self._lock:
-                active = self._active
-            logger.info("refusing a session: at capacity (%d/%d)", active, self._max_sessions)
-            _send(connection, self._capacity_frame(active))
+        session, error = self._protocol.open_session(reserved=reserved)
+        if session is None:
+            if error is not None:
+                _send(connection, error)
             return  # websockets closes with 1000
+        peer = _peer(connection)
+        logger.debug("session opened (%s)", peer)
         try:
-            try:
-                env = self._factory()
-            except Exception:
-                logger.exception("environment factory %r failed", self._factory_name)
-                _send(
-                    connection,
-                    _error_frame(
-                        ErrorCode.FACTORY_ERROR,
-                        f"Environment factory '{self._factory_name}' failed to create instance.",
-                        factory_name=self._factory_name,
-                    ),
-                )
-                return
-            peer = _peer(connection)
-            logger.debug("session opened (%s)", peer)
-            try:
-                self._session_loop(connection, env, str(uuid.uuid4()))
-            finally:
-                _close_quietly(env)
-                logger.debug("session closed (%s)", peer)
+            self._session_loop(connection, session)
         finally:
-            self._release_slot()
+            self._protocol.end_session(session)
+            logger.debug("session closed (%s)", peer)
 
-    def _session_loop(self, connection: ServerConnection, env: Any, session_id: str = "") -> None:
+    def _session_loop(self, connection: ServerConnection, session: Session) -> None:
         idle = self._idle_timeout
         while True:
             try:
@@ -921,128 +640,11 @@ class EnvServer:
                 logger.info("closing a session idle for %g s", idle)
                 connection.close(CloseCode.GOING_AWAY, f"idle timeout: no message for {idle:g} s")
                 return
-            if not isinstance(raw, str):
-                # The reference server fails its receive_text() with KeyError('text').
-                _send(connection, _error_frame(ErrorCode.SESSION_ERROR, "'text'"))
-                return
-            try:
-                reply, keep_open = self._dispatch(env, raw, session_id)
-            except Exception as exc:  # a bug here, not in the environment
-                logger.exception("session failed")
-                _send(connection, _error_frame(ErrorCode.SESSION_ERROR, str(exc)))
-                return
+            reply, keep_open = session.run(lambda raw=raw: session.handle(raw))  # type: ignore[misc]
             if reply is not None and not _send(connection, reply):
                 return
             if not keep_open:
                 return
-
-    def _dispatch(self, env: Any, raw: str, session_id: str = "") -> tuple[str | None, bool]:
-        """Handle one text frame: (reply frame or ``None``, keep the session open)."""
-        try:
-            msg = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"), True
-        if not isinstance(msg, dict):
-            return (
-                _error_frame(
-                    ErrorCode.VALIDATION_ERROR,
-                    "Invalid message",
-                    errors=[
-                        {
-                            "type": "dict_type",
-                            "loc": [],
-                            "msg": "Input should be a valid dictionary",
-                            "input": msg,
-                        }
-                    ],
-                ),
-                True,
-            )
-        mtype = msg.get("type", "")
-        has_data = "data" in msg
-        clean = len(msg) <= 2 and all(k == "type" or k == "data" for k in msg)
-        data = msg.get("data")
-
-        if mtype == "step":
-            if not (clean and isinstance(data, dict)):
-                return _envelope_error(_DataMessage, msg), True
-            return self._step(env, data), True
-        if mtype == "reset":
-            if not has_data:
-                data = {}
-            if not (clean and isinstance(data, dict)):
-                return _envelope_error(_ResetMessage, msg), True
-            return self._reset(env, data), True
-        if mtype == "state":
-            if not clean or has_data:
-                return _envelope_error(_BareMessage, msg), True
-            return self._state(env), True
-        if mtype == "close":
-            if not clean or has_data:
-                return _envelope_error(_BareMessage, msg), True
-            return None, False
-        if mtype == "mcp":
-            if not (clean and isinstance(data, dict)):
-                return _envelope_error(_DataMessage, msg), True
-            return self._mcp(env, data, session_id), True
-        return _error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {mtype}"), True
-
-    def _reset(self, env: Any, data: dict[str, Any]) -> str:
-        try:
-            kwargs = filter_kwargs(env.reset, data)
-            return _observation_frame(env.reset(**kwargs))
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        except Exception as exc:
-            logger.info("reset raised", exc_info=True)
-            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
-
-    def _step(self, env: Any, data: dict[str, Any]) -> str:
-        mcp_action = is_mcp_action(env, data)  # list_tools / call_tool through the step loop
-        if not mcp_action:
-            action_type: type[BaseModel] = getattr(env, "action_type", Action)
-            try:
-                action = action_type.model_validate(data)
-            except ValidationError as exc:
-                return _validation_frame(exc)
-        try:
-            if mcp_action:
-                return _observation_frame(step_observation(env, data))
-            return _observation_frame(env.step(action))
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        except Exception as exc:
-            logger.info("step raised", exc_info=True)
-            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
-
-    def _state(self, env: Any) -> str:
-        try:
-            return _state_frame(env.state)
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        except Exception as exc:
-            logger.info("state raised", exc_info=True)
-            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
-
-    def _mcp(self, env: Any, request: dict[str, Any], session_id: str = "") -> str:
-        """Answer an ``mcp`` frame (JSON-RPC 2.0) against the session's environment."""
-        response = handle_rpc(env, request, session_id)
-        try:
-            return _reply("mcp", "tool result", response)
-        except _Unsendable as exc:
-            request_id = response.get("id")
-            error = {"code": -32603, "message": str(exc)}
-            return _reply("mcp", "error", {"jsonrpc": "2.0", "id": _jsonable(request_id), "error": error})
-
-
-def _envelope_error(model: type[_Message], msg: dict[str, Any]) -> str:
-    """The ``VALIDATION_ERROR`` frame pydantic gives for an invalid envelope."""
-    try:
-        model.model_validate(msg)
-    except ValidationError as exc:
-        return _validation_frame(exc)
-    # Unreachable when the hand-written checks mirror the models.
-    return _error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=[])
 
 
 def _send(connection: ServerConnection, frame: str) -> bool:
@@ -1063,16 +665,6 @@ def _peer(connection: ServerConnection) -> str:
         return str(connection.remote_address)
     except OSError:  # the socket is already closed
         return "?"
-
-
-def _close_quietly(env: Any) -> None:
-    close = getattr(env, "close", None)
-    if close is None:
-        return
-    try:
-        close()
-    except Exception:
-        logger.exception("environment close() raised")
 
 
 def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:

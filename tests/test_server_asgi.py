@@ -1,0 +1,88 @@
+"""The ASGI app's HTTP surface (``openenv.server.asgi.create_app`` under uvicorn on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from openenv.server.protocol import EnvProtocol
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+from .envs import CounterEnv
+
+
+def _rpc(client: httpx.Client, method: str, params: dict[str, Any] | None = None, rid: int = 1) -> Any:
+    body = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": rid}
+    response = client.post("/mcp", json=body)
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_http_reset_and_step_are_stateless(asgi_server_factory: Any) -> None:
+    server = asgi_server_factory(CounterEnv, max_sessions=1)
+    with httpx.Client(base_url=server.url, trust_env=False) as client:
+        assert client.get("/health").json() == {"status": "healthy"}
+        reset = client.post("/reset", json={"seed": 7, "start": 2, "bogus": 1})
+        assert reset.status_code == 200
+        assert reset.json()["observation"]["count"] == 2 and reset.json()["metadata"] == {"reset": True}
+        assert client.post("/reset").status_code == 200  # no body at all
+        bad = client.post("/reset", json={"seed": -1})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "seed"]
+        for _ in range(2):  # each /step runs on a fresh, never-reset instance
+            step = client.post("/step", json={"action": {"delta": 1}})
+            assert step.status_code == 200
+            body = step.json()
+            assert (body["observation"]["count"], body["reward"], body["done"]) == (1, 1.0, False)
+            assert body["metadata"] == body["observation"]["metadata"] == {"step": 1}
+        zero = client.post("/step", json={"action": {"delta": 0}}).json()
+        assert zero["metadata"] is None and zero["reward"] == 0.0  # HTTP flavour: null metadata, float reward
+        missing = client.post("/step", json={"delta": 1})
+        assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "action"]
+        invalid = client.post("/step", json={"action": {"delta": 1000}})
+        assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"] == ["delta"]
+        raised = client.post("/step", json={"action": {"delta": 99}})
+        assert (raised.status_code, raised.text) == (500, "Internal Server Error")
+        assert client.get("/state").json()["step_count"] == 0
+        assert client.get("/reset").status_code == 405
+        assert client.get("/nope").json() == {"detail": "Not Found"}
+        assert client.get("/ws").status_code == 404
+    assert server.active_sessions == 0  # HTTP calls never take a slot
+
+
+def test_post_mcp_sessions_capacity_and_attach(asgi_server_factory: Any) -> None:
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=1)
+    ws_url = server.url.replace("http", "ws", 1) + "/ws"
+    with httpx.Client(base_url=server.url, trust_env=False) as client:
+        assert client.post("/mcp", content=b"{not json").json()["error"]["code"] == -32700
+        stateless = _rpc(client, "tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        assert stateless["result"]["data"] == 3
+        sid = _rpc(client, "openenv/session/create")["result"]["session_id"]
+        full = _rpc(client, "openenv/session/create")
+        assert full["error"]["code"] == -32000 and full["error"]["data"] == {"active_sessions": 1, "max_sessions": 1}
+        assert _rpc(client, "tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}, "session_id": sid})
+        assert _rpc(client, "tools/list", {"session_id": "nope"})["error"]["code"] == -32602
+        with connect(f"{ws_url}?session_id={sid}") as ws:
+            ws.send(json.dumps({"type": "state"}))
+            assert json.loads(ws.recv())["data"]["tool_calls"] == 1  # the HTTP call ran on this session
+            closing = _rpc(client, "openenv/session/close", {"session_id": sid})["result"]
+            assert closing == {"session_id": sid, "closed": False, "closing": True}
+        with connect(f"{ws_url}?session_id=unknown") as ws:
+            error = json.loads(ws.recv())
+            assert error["data"]["code"] == "SESSION_ERROR" and "Unknown session_id" in error["data"]["message"]
+    for _ in range(500):  # the detach (and so the deferred close) happens when the server sees the disconnect
+        if server.active_sessions == 0:
+            break
+        time.sleep(0.01)
+    assert server.active_sessions == 0 and server.protocol.lookup(sid) is None
+
+
+def test_protocol_refuses_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        EnvProtocol(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        EnvProtocol(CounterEnv, max_sessions=0)
