@@ -29,6 +29,8 @@ nox.options.sessions = ["lint", "typecheck", "tests"]
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "test")
+# transformers, for tests/test_trl.py's check with its own get_json_schema (never a runtime dependency)
+TRL_TEST_DEPS = nox.project.dependency_groups(PYPROJECT, "trl-test")
 DOCS_DEPS = nox.project.dependency_groups(PYPROJECT, "docs")
 
 # The generator's output is what --check compares: pin it (scripts/run_unasync.py
@@ -87,7 +89,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Everything except the docker and interop suites; extra args go to pytest."""
-    session.install("-e", ".[docker]", *TEST_DEPS)
+    session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
     _pytest(session, "-m", "not docker and not interop", *session.posargs)
 
 
