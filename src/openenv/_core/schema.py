@@ -142,6 +142,9 @@ class _Builder:
                     if key in sub and not isinstance(sub[key], bool):
                         if key == "pattern" and sub.get("type") != "string":
                             continue
+                        if key == "multipleOf" and isinstance(sub[key], (int, float)) and not sub[key] > 0:
+                            # JSON Schema requires > 0; older pydantic accepts 0 and fails only when validating
+                            raise ValueError(f"multipleOf must be greater than 0, not {sub[key]!r}")
                         kwargs[arg] = sub[key]
             field_name = prop
             if (
