@@ -12,12 +12,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _noxfile_constant(name: str) -> object:
     tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            assert node.value is not None
-            return ast.literal_eval(node.value)
+            return ast.literal_eval(value)
     raise AssertionError(f"noxfile.py defines no {name}")
 
 
