@@ -9,8 +9,10 @@
     nox -s demo                      python -m openenv run
     nox -s docs                      build the documentation site (strict) and run its examples
     nox -s soak                      long soak: 48 sessions, leaks and cross-talk (bench/SOAK.md)
+    nox -s matrix                    the support matrix: Python 3.10-3.13, lowest and highest dependencies
 
-Sessions run on the interpreter that runs nox and reuse their virtualenvs.
+Sessions run on the interpreter that runs nox and reuse their virtualenvs, except
+`matrix`, whose legs need python3.10 ... python3.13 on PATH (.ci/run puts pyenv's there).
 """
 
 from __future__ import annotations
@@ -42,6 +44,34 @@ RUFF = "ruff==0.17.6"
 MYPY = "mypy==2.4.1"
 
 GENERATED = ["src/openenv/_sync", "tests/_sync"]
+
+# ---------------------------------------------------------------------------
+# The support matrix (nox -s matrix). README's "Supported" line states it.
+# ---------------------------------------------------------------------------
+#: The floors of [project].dependencies, pinned exactly for the "lowest" leg (pip has no
+#: lowest-version resolution). _check_lowest() fails the session when they drift from pyproject.
+LOWEST = {"websockets": "15.0", "httpx": "0.27.0", "pydantic": "2.7.0", "docker": "7.0.0"}
+#: Test files left out on the legs that run a subset: long-running soak/fuzz/property tests and
+#: tooling checks (docs build, codegen, TRL) that do not depend on the interpreter or the
+#: dependency versions. The legs that matter most (3.10 on both websockets lines, the newest
+#: everything) run the whole suite.
+MATRIX_SUBSET_IGNORE = [
+    "tests/test_soak.py",
+    "tests/test_server_fuzz.py",
+    "tests/test_properties.py",
+    "tests/test_docs_examples.py",
+    "tests/test_codegen.py",
+    "tests/test_trl.py",
+]
+#: (python, dependencies, whole suite?) per leg: "lowest" pins LOWEST, "highest" upgrades
+#: everything to the newest release, "default" is what pip resolves for that Python.
+MATRIX_LEGS = [
+    ("3.10", "lowest", True),
+    ("3.10", "default", True),
+    ("3.11", "default", False),
+    ("3.12", "default", False),
+    ("3.13", "highest", True),
+]
 
 # Run pytest so that "no tests collected" (exit 5) fails loudly instead of passing.
 _PYTEST = """
@@ -91,6 +121,70 @@ def tests(session: nox.Session) -> None:
     """Everything except the docker and interop suites; extra args go to pytest."""
     session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
     _pytest(session, "-m", "not docker and not interop", *session.posargs)
+
+
+def _check_lowest() -> list[str]:
+    """Where LOWEST differs from the ``>=`` floors of pyproject's [project].dependencies."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    floors: dict[str, str] = {}
+    for line in PYPROJECT["project"]["dependencies"]:
+        req = Requirement(line)
+        for spec in req.specifier:
+            if spec.operator == ">=":
+                floors[req.name] = spec.version
+    problems = [
+        f"{name}: pyproject says >={floor}, LOWEST pins {LOWEST.get(name)}"
+        for name, floor in floors.items()
+        if name not in LOWEST or Version(LOWEST[name]) != Version(floor)
+    ]
+    problems += [f"{name}: pinned in LOWEST but has no floor in pyproject" for name in LOWEST if name not in floors]
+    return problems
+
+
+@nox.session(name="matrix")
+@nox.parametrize(
+    "python,deps,whole",
+    [nox.param(py, deps, whole, id=f"{py}-{deps}") for py, deps, whole in MATRIX_LEGS],
+)
+def matrix(session: nox.Session, deps: str, whole: bool) -> None:
+    """One leg of the support matrix: the non-docker, non-interop suite on one Python and dependency set.
+
+    `nox -s matrix` runs every leg, `nox -s "matrix(3.10-lowest)"` one. Extra args go to pytest.
+    """
+    problems = _check_lowest()
+    if problems:
+        session.error("noxfile LOWEST is out of step with pyproject.toml: " + "; ".join(problems))
+    if deps == "lowest":
+        constraints = Path(session.create_tmp()) / "lowest-constraints.txt"
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in LOWEST.items()))
+        session.install("-e", ".", *TEST_DEPS, "-c", str(constraints))
+    elif deps == "highest":
+        session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *TEST_DEPS)
+    else:
+        session.install("-e", ".", *TEST_DEPS)
+    report = (
+        "import sys, websockets, httpx, pydantic, docker\n"
+        "print('matrix leg: Python', sys.version.split()[0], '| websockets', websockets.__version__,"
+        " '| httpx', httpx.__version__, '| pydantic', pydantic.VERSION, '| docker', docker.__version__)\n"
+    )
+    session.run("python", "-c", report)
+    if deps == "lowest":
+        session.run("python", "-c", _ASSERT_LOWEST, *(f"{n}=={v}" for n, v in LOWEST.items()))
+    ignore = [] if whole else [f"--ignore={path}" for path in MATRIX_SUBSET_IGNORE]
+    _pytest(session, "-m", "not docker and not interop", "-p", "no:cacheprovider", *ignore, *session.posargs)
+
+
+# The lowest leg must really run on the floors (a stray upgrade would hide a broken floor).
+_ASSERT_LOWEST = """
+import sys
+from importlib.metadata import version
+wrong = [f"{pin} (installed {version(pin.split('==')[0])})" for pin in sys.argv[1:]
+         if version(pin.split('==')[0]) != pin.split('==')[1]]
+if wrong:
+    sys.exit("lowest leg: not on the floors: " + ", ".join(wrong))
+"""
 
 
 @nox.session

@@ -63,6 +63,18 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SchemaModels = tuple[type[BaseModel] | None, type[BaseModel] | None, type[BaseModel] | None]
 
 
+def _literal_values(values: list[Any]) -> tuple[Any, ...]:
+    """``enum``/``const`` members for ``Literal``: JSON scalars only.
+
+    Python < 3.13 refuses unhashable ``Literal`` members itself; 3.13 accepts
+    them, so the check is made here, the same on every version.
+    """
+    for value in values:
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise TypeError(f"enum/const members must be JSON scalars, not {type(value).__name__} ({value!r:.80})")
+    return tuple(values)
+
+
 class _Builder:
     def __init__(self, root: Mapping[str, Any], outgoing: bool) -> None:
         self.defs: dict[str, Any] = {}
@@ -98,9 +110,9 @@ class _Builder:
             self.models[name] = built
             return built
         if "const" in schema:
-            return Literal[schema["const"]]  # type: ignore[misc, unused-ignore]
+            return Literal[_literal_values([schema["const"]])]  # type: ignore[misc, unused-ignore]
         if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
-            return Literal[tuple(schema["enum"])]  # type: ignore[misc, unused-ignore]
+            return Literal[_literal_values(schema["enum"])]  # type: ignore[misc, unused-ignore]
         for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if isinstance(options, list) and options:
@@ -142,6 +154,9 @@ class _Builder:
                     if key in sub and not isinstance(sub[key], bool):
                         if key == "pattern" and sub.get("type") != "string":
                             continue
+                        if key == "multipleOf" and isinstance(sub[key], (int, float)) and not sub[key] > 0:
+                            # JSON Schema requires > 0; older pydantic accepts 0 and fails only when validating
+                            raise ValueError(f"multipleOf must be greater than 0, not {sub[key]!r}")
                         kwargs[arg] = sub[key]
             field_name = prop
             if (

@@ -74,8 +74,10 @@ uvicorn) make websockets close the connection with code ``1009``.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import http
+import inspect
 import json
 import logging
 import signal
@@ -90,7 +92,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidMessage, SecurityError
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.protocol import OPEN, Protocol
+from websockets.protocol import CONNECTING, OPEN, Protocol
 from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
@@ -125,6 +127,10 @@ DEFAULT_MAX_PENDING = 64
 #: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 
+#: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
+#: closed the listening socket (then :meth:`EnvServer.stop` does the rest itself).
+_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
+
 
 # ------------------------------ HTTP answers ------------------------------ #
 
@@ -154,7 +160,15 @@ def _to_response(reply: HttpReply) -> Response:
     return response
 
 
+def _method(request: Request) -> str:
+    """The request method (websockets < 17 has no ``Request.method``; our parser sets it, else ``GET``)."""
+    return getattr(request, "method", "GET")
+
+
 def _is_upgrade(request: Request) -> bool:
+    """A WebSocket upgrade request (``GET`` over HTTP/1.1 with ``Upgrade: websocket``)."""
+    if _method(request) != "GET" or getattr(request, "protocol", "HTTP/1.1") != "HTTP/1.1":
+        return False  # answered as plain HTTP, the same on every websockets version
     upgrade = request.headers.get("Upgrade", "")
     return "websocket" in upgrade.lower()
 
@@ -194,16 +208,18 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
         #: Whether this connection holds a reserved session slot (set by ``process_request``).
         slot = False
 
-        def __init__(self, sock: socket.socket, protocol: ServerProtocol, server: Server, **kwargs: Any) -> None:
+        # websockets 17 passes the server as a third argument; 15 and 16 do not.
+        def __init__(self, sock: socket.socket, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             if not owner._enter_pending():
                 _refuse_now(sock)
                 raise _Refused
             try:
                 _install_request_parser(protocol, owner)
-                super().__init__(sock, protocol, server, **kwargs)
+                super().__init__(sock, protocol, *args, **kwargs)
             except BaseException:
                 owner._leave_pending()
                 raise
+            owner._track(self)
 
         def handshake(self, *args: Any, **kwargs: Any) -> None:
             try:
@@ -235,20 +251,40 @@ def _install_request_parser(protocol: ServerProtocol, owner: EnvServer) -> None:
     next(protocol.parser)
 
 
+#: websockets 17 parses any method and HTTP/1.0 into ``Request.method``/``.protocol``; 15 and 16
+#: refuse anything but ``GET ... HTTP/1.1`` and have neither attribute.
+_REQUEST_HAS_METHOD = "method" in {field.name for field in dataclasses.fields(Request)}
+
+
 def _parse_request(protocol: ServerProtocol, owner: EnvServer) -> Generator[None, None, None]:
-    """``ServerProtocol.parse`` with one change: a request with a body gets an HTTP answer."""
+    """``ServerProtocol.parse`` with one change: a request with a body gets an HTTP answer.
+
+    On websockets < 17 the request line is handed to ``Request.parse`` as
+    ``GET <path> HTTP/1.1`` and the real method and protocol are set on the
+    parsed request afterwards, so every version answers ``POST /reset`` and
+    ``GET /health HTTP/1.0`` alike.
+    """
     lines: list[bytes] = []
+    request_line: list[str] = []  # [method, protocol] as sent, when rewritten
 
     def read_line(*args: Any) -> Generator[None, None, bytes | bytearray]:
         line = yield from protocol.reader.read_line(*args)
         lines.append(bytes(line))
+        if len(lines) == 1 and not _REQUEST_HAS_METHOD:
+            parts = bytes(line).rstrip(b"\r\n").split(b" ", 2)
+            if len(parts) == 3 and parts[2] in (b"HTTP/1.1", b"HTTP/1.0"):
+                try:
+                    request_line[:] = [parts[0].decode("ascii"), parts[2].decode("ascii")]
+                except UnicodeDecodeError:
+                    return line  # websockets refuses it as not HTTP
+                return b"GET " + parts[1] + b" HTTP/1.1\r\n"
         return line
 
     try:
         request = yield from Request.parse(read_line)
     except SecurityError as exc:  # request line or headers too long, too many headers
         protocol.handshake_exc = exc
-        status = 414 if type(exc).__name__ == "RequestLineTooLong" else 431
+        status = 431 if lines else 414  # no line read: the request line itself was too long
         protocol.send_response(protocol.reject(status, f"Failed to open a WebSocket connection: {exc}.\n"))
         yield
     except Exception as exc:
@@ -262,7 +298,7 @@ def _parse_request(protocol: ServerProtocol, owner: EnvServer) -> Generator[None
             yield
         else:
             request, length = body
-            protocol.handshake_exc = InvalidMessage(f"HTTP {request.method} request with a body")
+            protocol.handshake_exc = InvalidMessage(f"HTTP {_method(request)} request with a body")
             if length is not None and length <= _DRAIN_LIMIT:
                 yield from protocol.reader.read_exact(length)  # read it, so that closing sends FIN, not RST
                 response = owner._body_response(request, too_large=False)
@@ -270,6 +306,8 @@ def _parse_request(protocol: ServerProtocol, owner: EnvServer) -> Generator[None
                 response = owner._body_response(request, too_large=True)
             protocol.send_response(response)
             yield
+    if request_line:
+        request.method, request.protocol = request_line
     protocol.events.append(request)
     yield from Protocol.parse(protocol)
 
@@ -294,7 +332,9 @@ def _body_request(lines: list[bytes], exc: Exception) -> tuple[Request, int | No
             return None
         if length < 0:
             return None
-    return Request(path, headers, method), length
+    request = Request(path, headers)
+    request.method = method  # a field on websockets >= 17, an attribute before
+    return request, length
 
 
 # --------------------------------- server ---------------------------------- #
@@ -387,6 +427,8 @@ class EnvServer:
         self._lifecycle = threading.Lock()  # serialises start()/stop()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
+        # websockets < 17 keeps no list of connections: each one and the thread running it, for stop()
+        self._connections: dict[threading.Thread, ServerConnection] = {}
 
     # ------------------------------------------------------------------ info
 
@@ -501,9 +543,15 @@ class EnvServer:
             self._server = self._thread = None
             if server is None:
                 return
-            server.shutdown(close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping")
-            if thread is not None:
-                thread.join()
+            if _SHUTDOWN_CLOSES:
+                server.shutdown(close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping")
+                if thread is not None:
+                    thread.join()
+            else:
+                server.shutdown()  # websockets < 17: only stops accepting
+                if thread is not None:
+                    thread.join()  # serve_forever has returned: no new connection threads from here on
+                self._close_connections(CloseCode.SERVICE_RESTART, "server stopping")
         logger.info("stopped %s on %s", self._factory_name, self.url)
 
     def serve_forever(self, on_ready: Callable[[EnvServer], None] | None = None) -> None:
@@ -554,7 +602,7 @@ class EnvServer:
                 return _to_response(self._protocol.capacity_reply())
             connection.slot = True  # type: ignore[attr-defined]
             return None  # perform the WebSocket handshake
-        if request.method != "GET":
+        if _method(request) != "GET":
             if path in _GET_ROUTES:
                 response = _json_response(405, {"detail": "Method Not Allowed"})
                 response.headers["Allow"] = "GET"
@@ -562,7 +610,7 @@ class EnvServer:
             if path in _POST_ROUTES:
                 return _json_response(
                     501,
-                    {"detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket"},
+                    {"detail": f"{_method(request)} {path} is not supported by this server; use the /ws WebSocket"},
                 )
             return _json_response(404, {"detail": "Not Found"})
         if path in _POST_ROUTES:
@@ -582,7 +630,7 @@ class EnvServer:
             return _json_response(
                 501,
                 {
-                    "detail": f"{request.method} {path} is not supported by this server; use the /ws WebSocket "
+                    "detail": f"{_method(request)} {path} is not supported by this server; use the /ws WebSocket "
                     "(or serve the environment with openenv.server.asgi.create_app)"
                 },
             )
@@ -593,6 +641,41 @@ class EnvServer:
         return _json_response(404, {"detail": "Not Found"})
 
     # ------------------------------------------------------- bookkeeping
+
+    def _track(self, connection: ServerConnection) -> None:
+        """Remember ``connection`` and the thread running it (created in that thread)."""
+        with self._lock:
+            for done in [t for t in self._connections if not t.is_alive()]:
+                del self._connections[done]
+            self._connections[threading.current_thread()] = connection
+
+    def _close_connections(self, code: CloseCode, reason: str) -> None:
+        """Close every connection and wait for its thread, as websockets 17's ``shutdown`` does.
+
+        Open sessions get the closing handshake with ``code``; connections
+        still in their opening handshake are dropped.
+        """
+        while True:
+            with self._lock:
+                tracked = [(t, c) for t, c in self._connections.items() if t.is_alive()]
+                self._connections.clear()
+            if not tracked:
+                return
+            closers = []
+            for thread, connection in tracked:
+                if thread is threading.current_thread():
+                    continue
+                if connection.protocol.state is OPEN:
+                    closer = threading.Thread(target=connection.close, args=(code, reason), daemon=True)
+                    closer.start()
+                    closers.append(closer)
+                elif connection.protocol.state is CONNECTING:
+                    connection.close_socket()
+            for closer in closers:
+                closer.join()
+            for thread, _ in tracked:
+                if thread is not threading.current_thread():
+                    thread.join()
 
     def _enter_pending(self) -> bool:
         with self._lock:
