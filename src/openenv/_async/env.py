@@ -54,24 +54,24 @@ StateT = TypeVar("StateT", default=dict[str, Any])
 class Env(Generic[ActT, ObsT, StateT]):
     """A client for one environment session on an OpenEnv server.
 
-    The session lives on one WebSocket (``/ws``), opened by :meth:`connect`,
+    The session lives on one WebSocket (``/ws``), opened by [`connect()`][openenv.sync.Env.connect],
     by the context manager, or by the first call.  Calls return plain dicts,
-    or the environment's pydantic models when a typed :class:`~openenv.Codec`
+    or the environment's pydantic models when a typed [`Codec`][openenv.sync.Codec]
     is given.
 
     Args:
         base_url: the server, as ``http(s)://`` or ``ws(s)://`` (a trailing
             ``/ws``, path prefixes and query strings are handled).
         codec: how actions, observations and state look: a
-            :class:`~openenv.Codec`, an environment's OpenEnv ``EnvClient``
+            [`Codec`][openenv.sync.Codec], an environment's OpenEnv ``EnvClient``
             subclass (its ``client.py`` class, adopted unchanged with
-            :meth:`~openenv.Codec.from_client`), or ``None`` for plain dicts.
+            [`from_client()`][openenv.sync.Codec.from_client]), or ``None`` for plain dicts.
             For a codec built from the server's ``GET /schema``, use
-            :meth:`from_schema` or ``from_env(..., codec="schema")``
+            [`from_schema()`][openenv.sync.Env.from_schema] or ``from_env(..., codec="schema")``
             (``Env(...)`` itself does no IO).
         connect_timeout: seconds to open the WebSocket (``None``: no limit).
         message_timeout: seconds to wait for each reply (``None``: no limit).
-            When it runs out the session is lost (see :class:`~openenv.MessageTimeout`).
+            When it runs out the session is lost (see [`MessageTimeout`][openenv.sync.MessageTimeout]).
         max_message_size: largest message accepted from the server, in bytes
             (``None``: no limit).  Large observations such as screenshots need room.
         ping_interval: seconds between keepalive pings (``None``: off).
@@ -81,32 +81,32 @@ class Env(Generic[ActT, ObsT, StateT]):
             are never shown in reprs, logs or errors (only a few harmless
             ones such as ``User-Agent`` appear in debug logs).  Checked here:
             a value with a line break (a token read from a file) raises
-            :class:`~openenv.InvalidHeader`.
+            [`InvalidHeader`][openenv.sync.InvalidHeader].
         compression: negotiate permessage-deflate: ``None`` (default) turns it
             on for remote hosts and off for loopback and private addresses,
             where it only burns CPU.
         mode: ``"simulation"`` (default) or ``"production"``; ``None`` reads
             ``$OPENENV_CLIENT_MODE``.  It only changes how MCP tools are
-            reached (see :meth:`list_tools`); fixed at construction.
+            reached (see [`list_tools()`][openenv.sync.Env.list_tools]); fixed at construction.
         verify: how to check an ``https``/``wss`` server's certificate, as in
             httpx: ``True`` (default: the system trust store for the
             WebSocket, httpx's for HTTP calls), the path of a CA bundle
-            (``str`` or ``Path``), or an :class:`ssl.SSLContext`.  ``False``
+            (``str`` or ``Path``), or an `ssl.SSLContext`.  ``False``
             turns verification off: anyone on the path can then read and
             change the traffic, tokens included; use it only for tests.
             Applies to every connection the client makes.
 
     Timeouts are seconds: ``None`` or ``float("inf")`` means no limit; zero,
-    negative and ``nan`` values raise :class:`~openenv.InvalidOption`.
+    negative and ``nan`` values raise [`InvalidOption`][openenv.sync.InvalidOption].
 
     The client keeps the protocol honest: one request is in flight at a time
-    (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
-    wrong type raises :class:`~openenv.ProtocolError`, and a connection lost in
-    the middle of an episode raises :class:`~openenv.SessionLost` instead of
+    (a concurrent call raises [`SessionBusy`][openenv.sync.SessionBusy]), a reply of the
+    wrong type raises [`ProtocolError`][openenv.sync.ProtocolError], and a connection lost in
+    the middle of an episode raises [`SessionLost`][openenv.sync.SessionLost] instead of
     silently continuing in a fresh, un-reset session.  A reply the codec
-    cannot parse raises :class:`~openenv.ParseError` (with the raw reply) and
+    cannot parse raises [`ParseError`][openenv.sync.ParseError] (with the raw reply) and
     leaves the session as it is; an action the codec refuses raises
-    :class:`~openenv.InvalidAction` before anything is sent.
+    [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 
     Raises:
         TypeError: ``codec`` is none of the above (or ``"schema"``).
@@ -187,7 +187,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether [`close()`][openenv.sync.Env.close] was called."""
         return self._session.closed
 
     def __repr__(self) -> str:
@@ -219,10 +219,10 @@ class Env(Generic[ActT, ObsT, StateT]):
             self._session.forget_loss()
 
     async def close(self) -> None:
-        """End the session, sessions made by :meth:`new_session`, and anything the client started.
+        """End the session, the sessions of [`new_session()`][openenv.sync.Env.new_session] and what the client started.
 
         Idempotent.  A call in flight on another task or thread fails with
-        :class:`~openenv.SessionLost`.
+        [`SessionLost`][openenv.sync.SessionLost].
         """
         if self._session.closed:
             return
@@ -302,13 +302,13 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             provider: any object with ``start``, ``wait_until_ready`` and ``stop``
-                (see :class:`~openenv.providers.Provider`).
+                (see [`Provider`][openenv.sync.Provider]).
             codec: as for ``Env(...)``, or ``"schema"``: a codec built from
-                the server's ``GET /schema`` once it is ready (:meth:`~openenv.Codec.from_schema`).
+                the server's ``GET /schema`` once it is ready ([`from_schema()`][openenv.sync.Codec.from_schema]).
             ready_timeout: seconds for the server to answer ``GET /health``
                 (``None`` or ``inf``: no limit).
             **options: the connection options of ``Env(...)``; ``verify`` also
-                applies to the health checks of a :class:`~openenv.ServerProvider`.
+                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider].
 
         Raises:
             InvalidOption: an option or ``ready_timeout`` is out of range.
@@ -352,7 +352,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             image: the image reference, such as ``"echo-env:latest"``.
-            codec: as for :meth:`from_provider` (``"schema"`` included).
+            codec: as for [`from_provider()`][openenv.sync.Env.from_provider] (``"schema"`` included).
             env_vars: environment variables for the container.
             run_options: extra docker-py ``containers.create`` options
                 (``mem_limit``, ``nano_cpus``, ``volumes``, ...).
@@ -362,8 +362,10 @@ class Env(Generic[ActT, ObsT, StateT]):
             **options: the connection options of ``Env(...)``.
 
         Raises:
-            ImageNotFound, ContainerExited, ReadinessTimeout, DockerUnavailable:
-                what went wrong during bootstrap.
+            DockerUnavailable: no Docker engine answered (or ``docker`` is not installed).
+            ImageNotFound: the image is not present and could not be pulled.
+            ContainerExited: the container stopped before it became ready (with its logs).
+            ReadinessTimeout: the server did not become healthy within ``ready_timeout``.
         """
         provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
@@ -403,7 +405,7 @@ class Env(Generic[ActT, ObsT, StateT]):
           3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``;
           4. the current interpreter, if it can import ``uvicorn`` and the app
              (tried in a subprocess);
-          5. otherwise :class:`~openenv.CheckoutNotRunnable` says what to do.
+          5. otherwise [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable] says what to do.
 
           ``command`` replaces all of that: ``{fd}`` is filled in with the
           listening socket's file descriptor, ``{port}`` with its port (without
@@ -415,7 +417,7 @@ class Env(Generic[ActT, ObsT, StateT]):
           ``registry.hf.space``); without it, connect to the hosted Space.
 
         ``provider`` replaces all of that with your own provider.  The other
-        arguments are as for :meth:`from_docker_image`.
+        arguments are as for [`from_docker_image()`][openenv.sync.Env.from_docker_image].
 
         A server or container started here is stopped when the client is
         closed; if it never is, when the interpreter exits; and if the program
@@ -424,7 +426,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         Args:
             source: a URL, a local checkout directory, or a Space id ``owner/name``.
             codec: as for ``Env(...)``, or ``"schema"``: typed from the server's
-                ``GET /schema`` once it is ready (see :meth:`from_schema`).
+                ``GET /schema`` once it is ready (see [`from_schema()`][openenv.sync.Env.from_schema]).
             use_docker: run a Space's image (``True``) or connect to the hosted Space.
             provider: your own provider instead.
             tag: the Space image's tag.
@@ -477,7 +479,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         The list is cached per client, as OpenEnv's ``MCPToolClient`` caches
         it: it is kept across reconnects (tools belong to the environment
-        class, not to one session), and sessions made by :meth:`new_session`
+        class, not to one session), and sessions made by [`new_session()`][openenv.sync.Env.new_session]
         afterwards start with it.  In
         simulation mode it is asked with an ``mcp`` frame, which is not a step
         (or, for servers that take MCP only in ``step``, with the
@@ -523,7 +525,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         production mode it is a ``tools/call`` over ``POST /mcp`` (no step).
 
         Returns:
-            A :class:`~openenv.ToolResult`: ``data`` is the decoded return
+            A [`ToolResult`][openenv.sync.ToolResult]: ``data`` is the decoded return
             value, ``content`` the MCP content items (``texts``/``text`` for
             their text), ``structured_content`` and ``is_error`` as the server
             sent them, and (simulation mode) the step's ``reward`` and ``done``.
@@ -542,7 +544,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done)
 
     async def get_tool(self, name: str) -> Tool:
-        """The tool called ``name`` (from :meth:`list_tools`).
+        """The tool called ``name`` (from [`list_tools()`][openenv.sync.Env.list_tools]).
 
         Raises:
             ToolNotFound: no such tool (the message lists the ones there are).
@@ -559,10 +561,10 @@ class Env(Generic[ActT, ObsT, StateT]):
         """A connected client typed from the server's ``GET /schema``.
 
         The same as ``from_env(target, codec="schema", **kwargs)``, so
-        ``target`` is anything :meth:`from_env` takes (a URL, a checkout
+        ``target`` is anything [`from_env()`][openenv.sync.Env.from_env] takes (a URL, a checkout
         directory, a Space id) and ``kwargs`` are its other arguments.  The
         ``action``, ``observation`` and ``state`` JSON Schemas become pydantic
-        models at runtime (:meth:`openenv.Codec.from_schema`): actions are
+        models at runtime ([`openenv.Codec.from_schema()`][openenv.sync.Codec.from_schema]): actions are
         validated before sending, observations and state come back as models,
         and a reset observation of another shape (an MCP environment's) comes
         back as a permissive base observation.  ``env.codec.action_type``
@@ -744,17 +746,73 @@ class Env(Generic[ActT, ObsT, StateT]):
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
     def _step_payload(self, action: ActT) -> dict[str, Any]:
+        """OpenEnv's hook: turn an action into the JSON object sent in the ``step`` frame.
+
+        Delegates to the codec ([`Codec._step_payload()`][openenv.sync.Codec._step_payload]).
+        A subclass ported from OpenEnv's ``EnvClient`` may override it; new
+        code should give a [`Codec`][openenv.sync.Codec] instead.
+
+        Args:
+            action: what was passed to ``step``.
+
+        Returns:
+            The ``data`` of the ``step`` frame.
+
+        Raises:
+            InvalidAction: the codec refused the action.
+        """
         return self._codec._step_payload(action)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        """OpenEnv's hook: turn the ``data`` of an ``observation`` frame into a [`StepResult`][openenv.sync.StepResult].
+
+        Delegates to the codec ([`Codec._parse_result()`][openenv.sync.Codec._parse_result]).
+        When a subclass overrides it, it parses ``reset`` replies too (as in OpenEnv).
+
+        Args:
+            payload: the frame's ``data``.
+
+        Returns:
+            The step's result.
+
+        Raises:
+            ParseError: the reply does not match the codec's observation model.
+        """
         return self._codec._parse_result(payload)
 
     def _parse_reset(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        """Turn the ``data`` of a ``reset`` reply into a [`StepResult`][openenv.sync.StepResult].
+
+        An override of [`_parse_result()`][openenv.sync.Env._parse_result] wins;
+        otherwise the codec parses it (with its ``reset_observation`` model when it has one).
+
+        Args:
+            payload: the reply's ``data``.
+
+        Returns:
+            The first result of the episode.
+
+        Raises:
+            ParseError: the reply matches none of the codec's observation models.
+        """
         if type(self)._parse_result is not Env._parse_result:
             return self._parse_result(payload)  # a subclass overrode OpenEnv's hook: it parses resets too
         return self._codec._parse_reset(payload)
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
+        """OpenEnv's hook: turn the ``data`` of a ``state`` frame into the state.
+
+        Delegates to the codec ([`Codec._parse_state()`][openenv.sync.Codec._parse_state]).
+
+        Args:
+            payload: the frame's ``data``.
+
+        Returns:
+            The state (a dict when the codec has no state model).
+
+        Raises:
+            ParseError: the state does not match the codec's state model.
+        """
         return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
 
     # -- internals -------------------------------------------------------------
@@ -830,7 +888,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
 
         The session decides what each outcome means (retry, lost episode);
-        any :class:`ProtocolError`, from the envelope check or from ``parse``,
+        any [`ProtocolError`][openenv.sync.ProtocolError], from the envelope check or from ``parse``,
         closes the connection (its state is unknown), as the error promises.
         """
         session = self._session
