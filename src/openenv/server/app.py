@@ -128,7 +128,7 @@ DEFAULT_MAX_PENDING = 64
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
-#: closed the listening socket (then :meth:`EnvServer.stop` does the rest itself).
+#: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
 _SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
 
 
