@@ -241,3 +241,16 @@ def test_requires_marker_checks_names_and_parameters() -> None:
         _parse_marker("skipp reason", "x")
     with pytest.raises(ValueError, match="needs a reason"):
         _parse_marker("skip", "x")
+
+
+def test_docstrings_are_markdown() -> None:
+    """The API reference renders docstrings as Markdown (Google style): no Sphinx roles, no ``::`` blocks."""
+    role = re.compile(r":(?:py:)?(?:class|exc|meth|func|mod|attr|data|obj|const):`")
+    literal = re.compile(r"\S::\s*$", re.MULTILINE)
+    found = []
+    for path in sorted((ROOT / "src" / "openenv").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(ROOT)
+        found += [f"{rel}: {m.group(0)}" for m in role.finditer(text)]
+        found += [f"{rel}: '{m.group(0).strip()}'" for m in literal.finditer(text)]
+    assert not found, "use [`Name`][openenv.sync.Name] and fenced blocks instead:\n" + "\n".join(found)

@@ -6,8 +6,6 @@
   file ``PATH`` (relative to the repository root), with its headings demoted by
   ``N`` levels; a missing ``optional`` file becomes a short note, any other
   missing file fails the build.
-* ``guides/trl.md`` is written on another branch; until it is merged, a stub
-  page stands in for it so the navigation (and ``--strict``) stays valid.
 """
 
 from __future__ import annotations
@@ -22,13 +20,6 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 _INCLUDE = re.compile(r"^<!--\s*include:\s*(?P<path>\S+)(?P<flags>[^>]*?)\s*-->\s*$", re.MULTILINE)
-_STUBS = {
-    "guides/trl.md": (
-        "# TRL `environment_factory`\n\n"
-        "This guide is being written on another branch and appears here once merged. "
-        "Meanwhile see [TRL rollouts](trl-recipes.md).\n"
-    ),
-}
 
 
 def cli_markdown() -> str:
@@ -88,9 +79,6 @@ def _include(match: re.Match[str]) -> str:
 
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
-    for name, content in _STUBS.items():
-        if files.get_file_from_path(name) is None:
-            files.append(File.generated(config, name, content=content))
     return files
 
 

@@ -1,4 +1,4 @@
-"""``python -m openenv``: see :mod:`openenv._cli`."""
+"""``python -m openenv``: see `openenv._cli`."""
 
 from openenv._cli import main
 

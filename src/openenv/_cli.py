@@ -3,8 +3,8 @@
 Commands:
 
 ``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N] [--idle-timeout S] [--max-pending N]``
-    Serve an environment with :class:`openenv.server.EnvServer` until Ctrl-C
-    or SIGTERM. ``MODULE:FACTORY`` names an :class:`~openenv.server.Environment`
+    Serve an environment with [`openenv.server.EnvServer`][openenv.server.EnvServer] until Ctrl-C
+    or SIGTERM. ``MODULE:FACTORY`` names an [`Environment`][openenv.server.Environment]
     subclass or a zero-argument callable (``pkg.mod:Factory``, dotted
     attributes allowed); ``echo`` is a shortcut for the built-in echo
     environment. ``--max-sessions`` defaults to ``$MAX_CONCURRENT_ENVS``, else 1.
@@ -19,13 +19,13 @@ Commands:
     as one step and make each ``--tool`` call (``env.call_tool``), in
     command-line order, stopping at ``done``.  Without ``--action``, each step
     sends a default action built from the ``GET /schema`` action schema
-    (:func:`openenv._core.defaults.default_value`); when none can be built the
+    (`openenv._core.defaults.default_value()`); when none can be built the
     command exits with status 2 naming the fields it needs.  Prints one short
     line per result, or one JSON object per line with ``--json``.  Server and
     connection errors print the server's message and exit with status 1.
     Without ``TARGET`` and without ``--action``/``--tool`` it also makes one
     tool call against the built-in tool environment
-    (:mod:`openenv.server.tools_demo`).
+    (`openenv.server.tools_demo`).
 
 ``schema [TARGET] [--json]``
     Print the target's action, observation and state JSON Schemas.

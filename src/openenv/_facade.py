@@ -1,4 +1,4 @@
-"""What the two facades (:mod:`openenv.aio`, :mod:`openenv.sync`) share: lazy access to the shared names."""
+"""What the two facades (`openenv.aio`, `openenv.sync`) share: lazy access to the shared names."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The reaper: removes what its owner started once the owner is gone (``python -m openenv._reaper OWNER_PID``).
 
-Started by :mod:`openenv._blocking.lifetimes` on first use, one per owner
+Started by `openenv._blocking.lifetimes` on first use, one per owner
 process, in its own session, with its standard input a pipe from the owner and
 its output on ``/dev/null``.  It reads registration lines (see
-:mod:`openenv._core.lifetimes`) until EOF, which comes when the owner exits or
+`openenv._core.lifetimes`) until EOF, which comes when the owner exits or
 is killed (even with SIGKILL).  Then it ends each registered process group
 whose leader still has the recorded start time (a reused PID is never
 signalled), force-removes each registered container that still carries the

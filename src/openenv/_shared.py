@@ -3,10 +3,12 @@
 ``openenv`` itself is a namespace package: this distribution ships no
 ``openenv/__init__.py``, so it installs beside the released ``openenv-core`` /
 ``openenv`` packages (which own that file) without sharing a file with them.
-Users import a flavour::
+Users import a flavour:
 
-    from openenv.sync import Env    # blocking, no event loop
-    from openenv.aio import Env     # asyncio
+```python
+from openenv.sync import Env    # blocking, no event loop
+from openenv.aio import Env     # asyncio
+```
 """
 
 from typing import TYPE_CHECKING, Any

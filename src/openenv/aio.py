@@ -1,6 +1,6 @@
 """The asyncio client: ``from openenv.aio import Env``.
 
-Same names and parameters as :mod:`openenv.sync`; every IO method is awaited.
+Same names and parameters as `openenv.sync`; every IO method is awaited.
 """
 
 from typing import TYPE_CHECKING, Any

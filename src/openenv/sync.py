@@ -1,6 +1,6 @@
 """The blocking client: ``from openenv.sync import Env``.
 
-Same names and parameters as :mod:`openenv.aio`; no event loop, no asyncio.
+Same names and parameters as `openenv.aio`; no event loop, no asyncio.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -3,29 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
-from websockets.exceptions import ConnectionClosed
 
-from .._adapters import closed_error, connect_error, connect_kwargs, http_error
+from .._adapters import http_error
 from .._blocking.sources import checkout_app, classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
-from .._core.errors import (
-    CapacityReached,
-    MessageTimeout,
-    ProtocolError,
-    ServerError,
-    ServerValidationError,
-    ToolError,
-    ToolNotFound,
-)
+from .._core.errors import ProtocolError
 from .._core.guard import InFlight
-from .._core.mcp import PRODUCTION, McpState
+from .._core.mcp import McpState
 from .._core.options import (
     DEFAULTS,
     READY_TIMEOUT,
@@ -34,14 +25,14 @@ from .._core.options import (
     VerifyTypes,
     check_timeout,
 )
-from .._core.session import RequestKind, Session, attach_plan, created, release_on_close, ws_target
+from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
-from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
+from .connection import _Connection
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
+from .tools import _Tools
 
 if TYPE_CHECKING:
     from .._core.result import StepResult
-    from .._core.tool_models import Tool, ToolResult
 
 __all__ = ["Env"]
 
@@ -51,27 +42,27 @@ ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
 
-class Env(Generic[ActT, ObsT, StateT]):
+class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
     """A client for one environment session on an OpenEnv server.
 
-    The session lives on one WebSocket (``/ws``), opened by :meth:`connect`,
+    The session lives on one WebSocket (``/ws``), opened by [`connect()`][openenv.sync.Env.connect],
     by the context manager, or by the first call.  Calls return plain dicts,
-    or the environment's pydantic models when a typed :class:`~openenv.Codec`
+    or the environment's pydantic models when a typed [`Codec`][openenv.sync.Codec]
     is given.
 
     Args:
         base_url: the server, as ``http(s)://`` or ``ws(s)://`` (a trailing
             ``/ws``, path prefixes and query strings are handled).
         codec: how actions, observations and state look: a
-            :class:`~openenv.Codec`, an environment's OpenEnv ``EnvClient``
+            [`Codec`][openenv.sync.Codec], an environment's OpenEnv ``EnvClient``
             subclass (its ``client.py`` class, adopted unchanged with
-            :meth:`~openenv.Codec.from_client`), or ``None`` for plain dicts.
+            [`from_client()`][openenv.sync.Codec.from_client]), or ``None`` for plain dicts.
             For a codec built from the server's ``GET /schema``, use
-            :meth:`from_schema` or ``from_env(..., codec="schema")``
+            [`from_schema()`][openenv.sync.Env.from_schema] or ``from_env(..., codec="schema")``
             (``Env(...)`` itself does no IO).
         connect_timeout: seconds to open the WebSocket (``None``: no limit).
         message_timeout: seconds to wait for each reply (``None``: no limit).
-            When it runs out the session is lost (see :class:`~openenv.MessageTimeout`).
+            When it runs out the session is lost (see [`MessageTimeout`][openenv.sync.MessageTimeout]).
         max_message_size: largest message accepted from the server, in bytes
             (``None``: no limit).  Large observations such as screenshots need room.
         ping_interval: seconds between keepalive pings (``None``: off).
@@ -81,32 +72,32 @@ class Env(Generic[ActT, ObsT, StateT]):
             are never shown in reprs, logs or errors (only a few harmless
             ones such as ``User-Agent`` appear in debug logs).  Checked here:
             a value with a line break (a token read from a file) raises
-            :class:`~openenv.InvalidHeader`.
+            [`InvalidHeader`][openenv.sync.InvalidHeader].
         compression: negotiate permessage-deflate: ``None`` (default) turns it
             on for remote hosts and off for loopback and private addresses,
             where it only burns CPU.
         mode: ``"simulation"`` (default) or ``"production"``; ``None`` reads
             ``$OPENENV_CLIENT_MODE``.  It only changes how MCP tools are
-            reached (see :meth:`list_tools`); fixed at construction.
+            reached (see [`list_tools()`][openenv.sync.Env.list_tools]); fixed at construction.
         verify: how to check an ``https``/``wss`` server's certificate, as in
             httpx: ``True`` (default: the system trust store for the
             WebSocket, httpx's for HTTP calls), the path of a CA bundle
-            (``str`` or ``Path``), or an :class:`ssl.SSLContext`.  ``False``
+            (``str`` or ``Path``), or an `ssl.SSLContext`.  ``False``
             turns verification off: anyone on the path can then read and
             change the traffic, tokens included; use it only for tests.
             Applies to every connection the client makes.
 
     Timeouts are seconds: ``None`` or ``float("inf")`` means no limit; zero,
-    negative and ``nan`` values raise :class:`~openenv.InvalidOption`.
+    negative and ``nan`` values raise [`InvalidOption`][openenv.sync.InvalidOption].
 
     The client keeps the protocol honest: one request is in flight at a time
-    (a concurrent call raises :class:`~openenv.SessionBusy`), a reply of the
-    wrong type raises :class:`~openenv.ProtocolError`, and a connection lost in
-    the middle of an episode raises :class:`~openenv.SessionLost` instead of
+    (a concurrent call raises [`SessionBusy`][openenv.sync.SessionBusy]), a reply of the
+    wrong type raises [`ProtocolError`][openenv.sync.ProtocolError], and a connection lost in
+    the middle of an episode raises [`SessionLost`][openenv.sync.SessionLost] instead of
     silently continuing in a fresh, un-reset session.  A reply the codec
-    cannot parse raises :class:`~openenv.ParseError` (with the raw reply) and
+    cannot parse raises [`ParseError`][openenv.sync.ParseError] (with the raw reply) and
     leaves the session as it is; an action the codec refuses raises
-    :class:`~openenv.InvalidAction` before anything is sent.
+    [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 
     Raises:
         TypeError: ``codec`` is none of the above (or ``"schema"``).
@@ -145,15 +136,15 @@ class Env(Generic[ActT, ObsT, StateT]):
         )
         self._codec = as_codec(codec)
         self._provider: Provider | None = None
-        self._tools_cache: list[Tool] | None = None
+        self._tools_cache = None
         self._resources = AsyncExitStack()
         self._reset_connection_state()
 
     def _reset_connection_state(self) -> None:
         self._guard = InFlight()
-        self._stack: AsyncExitStack | None = None
-        self._ws: WebSocket | None = None
-        self._loop: object = None
+        self._stack = None
+        self._ws = None
+        self._loop = None
         self._session = Session(redact_url(self.base_url))
         self._children: list[Env[Any, Any, Any]] = []
         self._mcp = McpState()
@@ -187,7 +178,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether [`close()`][openenv.sync.Env.close] was called."""
         return self._session.closed
 
     def __repr__(self) -> str:
@@ -206,10 +197,7 @@ class Env(Generic[ActT, ObsT, StateT]):
             ConnectError: the server refused or could not be reached.
             ConnectTimeout: the handshake took longer than ``connect_timeout``.
         """
-        self._check_open()
-        with self._guard:
-            if self._ws is None or self._loop is not loop_token():
-                await self._open()
+        await self._connect()
         return self
 
     async def disconnect(self) -> None:
@@ -219,10 +207,10 @@ class Env(Generic[ActT, ObsT, StateT]):
             self._session.forget_loss()
 
     async def close(self) -> None:
-        """End the session, sessions made by :meth:`new_session`, and anything the client started.
+        """End the session, the sessions of [`new_session()`][openenv.sync.Env.new_session] and what the client started.
 
         Idempotent.  A call in flight on another task or thread fails with
-        :class:`~openenv.SessionLost`.
+        [`SessionLost`][openenv.sync.SessionLost].
         """
         if self._session.closed:
             return
@@ -302,13 +290,13 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             provider: any object with ``start``, ``wait_until_ready`` and ``stop``
-                (see :class:`~openenv.providers.Provider`).
+                (see [`Provider`][openenv.sync.Provider]).
             codec: as for ``Env(...)``, or ``"schema"``: a codec built from
-                the server's ``GET /schema`` once it is ready (:meth:`~openenv.Codec.from_schema`).
+                the server's ``GET /schema`` once it is ready ([`from_schema()`][openenv.sync.Codec.from_schema]).
             ready_timeout: seconds for the server to answer ``GET /health``
                 (``None`` or ``inf``: no limit).
             **options: the connection options of ``Env(...)``; ``verify`` also
-                applies to the health checks of a :class:`~openenv.ServerProvider`.
+                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider].
 
         Raises:
             InvalidOption: an option or ``ready_timeout`` is out of range.
@@ -352,7 +340,7 @@ class Env(Generic[ActT, ObsT, StateT]):
 
         Args:
             image: the image reference, such as ``"echo-env:latest"``.
-            codec: as for :meth:`from_provider` (``"schema"`` included).
+            codec: as for [`from_provider()`][openenv.sync.Env.from_provider] (``"schema"`` included).
             env_vars: environment variables for the container.
             run_options: extra docker-py ``containers.create`` options
                 (``mem_limit``, ``nano_cpus``, ``volumes``, ...).
@@ -362,8 +350,10 @@ class Env(Generic[ActT, ObsT, StateT]):
             **options: the connection options of ``Env(...)``.
 
         Raises:
-            ImageNotFound, ContainerExited, ReadinessTimeout, DockerUnavailable:
-                what went wrong during bootstrap.
+            DockerUnavailable: no Docker engine answered (or ``docker`` is not installed).
+            ImageNotFound: the image is not present and could not be pulled.
+            ContainerExited: the container stopped before it became ready (with its logs).
+            ReadinessTimeout: the server did not become healthy within ``ready_timeout``.
         """
         provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
@@ -403,7 +393,7 @@ class Env(Generic[ActT, ObsT, StateT]):
           3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``;
           4. the current interpreter, if it can import ``uvicorn`` and the app
              (tried in a subprocess);
-          5. otherwise :class:`~openenv.CheckoutNotRunnable` says what to do.
+          5. otherwise [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable] says what to do.
 
           ``command`` replaces all of that: ``{fd}`` is filled in with the
           listening socket's file descriptor, ``{port}`` with its port (without
@@ -415,7 +405,7 @@ class Env(Generic[ActT, ObsT, StateT]):
           ``registry.hf.space``); without it, connect to the hosted Space.
 
         ``provider`` replaces all of that with your own provider.  The other
-        arguments are as for :meth:`from_docker_image`.
+        arguments are as for [`from_docker_image()`][openenv.sync.Env.from_docker_image].
 
         A server or container started here is stopped when the client is
         closed; if it never is, when the interpreter exits; and if the program
@@ -424,7 +414,7 @@ class Env(Generic[ActT, ObsT, StateT]):
         Args:
             source: a URL, a local checkout directory, or a Space id ``owner/name``.
             codec: as for ``Env(...)``, or ``"schema"``: typed from the server's
-                ``GET /schema`` once it is ready (see :meth:`from_schema`).
+                ``GET /schema`` once it is ready (see [`from_schema()`][openenv.sync.Env.from_schema]).
             use_docker: run a Space's image (``True``) or connect to the hosted Space.
             provider: your own provider instead.
             tag: the Space image's tag.
@@ -453,116 +443,15 @@ class Env(Generic[ActT, ObsT, StateT]):
                 provider = _checkout_provider(where.target, command, env_vars, port, install)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
-    # -- MCP tools -------------------------------------------------------------
-    #
-    # Simulation mode (default), as OpenEnv's MCPToolClient: call_tool is the
-    # step-loop action ``call_tool`` (a real step: reward, done, step_count).
-    # list_tools asks with a JSON-RPC ``mcp`` frame on the session's own
-    # WebSocket (no step); if the server answers ``-32603 Environment does not
-    # support MCP`` (OpenEnv 0.3.0 with an environment that takes MCP actions
-    # only in ``step``), it uses the ``list_tools`` step action instead, for
-    # the rest of the session.  Tools are cached per client.
-    # Production mode: ``POST /mcp`` with ``params.session_id`` of a session
-    # made by ``openenv/session/create`` that the WebSocket attaches to with
-    # ``/ws?session_id=`` (as OpenEnv 0.10's production-mode client does); closed
-    # with ``openenv/session/close``.
-
-    @property
-    def mode(self) -> str:
-        """``"simulation"`` or ``"production"`` (read-only)."""
-        return self._mode
-
-    async def list_tools(self, use_cache: bool = True) -> list[Tool]:
-        """The environment's MCP tools.
-
-        The list is cached per client, as OpenEnv's ``MCPToolClient`` caches
-        it: it is kept across reconnects (tools belong to the environment
-        class, not to one session), and sessions made by :meth:`new_session`
-        afterwards start with it.  In
-        simulation mode it is asked with an ``mcp`` frame, which is not a step
-        (or, for servers that take MCP only in ``step``, with the
-        ``list_tools`` step action).
-
-        Args:
-            use_cache: return the cached list when there is one; ``False``
-                asks the server again (and refreshes the cache).
-
-        Raises:
-            ToolError: the server refused (``code`` and ``data`` from its
-                JSON-RPC error), e.g. ``-32603`` when the environment has no
-                MCP support at all.  Never an empty list in place of an error.
-        """
-        if use_cache and self._tools_cache is not None:
-            return list(self._tools_cache)
-        tools = await self._fetch_tools()
-        self._tools_cache = tools
-        return list(tools)
-
-    async def _fetch_tools(self) -> list[Tool]:
-        if self._mode == PRODUCTION:
-            return mcp.parse_tools(await self._mcp_http(mcp.LIST_TOOLS, {}))
-        if not self._mcp.via_step:
-            try:
-                return mcp.parse_tools(await self._mcp_frame(mcp.LIST_TOOLS, {}))
-            except ToolError as exc:
-                if not mcp.is_unsupported(exc):
-                    raise
-                observation, _ = await self._mcp_step(mcp.list_tools_action(), exc)
-                self._mcp.via_step = True  # this server answers tools only through the step loop
-                return mcp.parse_step_tools(observation)
-        observation, _ = await self._mcp_step(mcp.list_tools_action(), None)
-        return mcp.parse_step_tools(observation)
-
-    async def call_tool(self, name: str, /, **arguments: Any) -> ToolResult:
-        """Call the tool ``name`` with ``arguments`` (an argument may itself be called ``name``).
-
-        In simulation mode (default) the call is the step action
-        ``{"type": "call_tool", "tool_name": name, "arguments": {...}}``, as
-        OpenEnv's ``MCPToolClient`` sends it: a real step, which the
-        environment may count and score; the episode is then in progress.  In
-        production mode it is a ``tools/call`` over ``POST /mcp`` (no step).
-
-        Returns:
-            A :class:`~openenv.ToolResult`: ``data`` is the decoded return
-            value, ``content`` the MCP content items (``texts``/``text`` for
-            their text), ``structured_content`` and ``is_error`` as the server
-            sent them, and (simulation mode) the step's ``reward`` and ``done``.
-
-        Raises:
-            ToolNotFound: the server does not know the tool.
-            ToolError: the tool raised, or the server refused the call.
-            ServerValidationError: (simulation mode) the environment takes no
-                ``call_tool`` step actions (it has no MCP tools).
-            InvalidAction: an argument cannot be sent as JSON (nothing was sent).
-        """
-        if self._mode == PRODUCTION:
-            params = {"name": name, "arguments": arguments}
-            return mcp.parse_tool_result(await self._mcp_http(mcp.CALL_TOOL, params, tool=name))
-        observation, result = await self._mcp_step(mcp.call_tool_action(name, arguments), None)
-        return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done)
-
-    async def get_tool(self, name: str) -> Tool:
-        """The tool called ``name`` (from :meth:`list_tools`).
-
-        Raises:
-            ToolNotFound: no such tool (the message lists the ones there are).
-        """
-        tools = await self.list_tools()
-        for tool in tools:
-            if tool.name == name:
-                return tool
-        known = ", ".join(sorted(t.name for t in tools)) or "none"
-        raise ToolNotFound(f"the environment has no tool {name!r} (tools: {known})", tool=name)
-
     @classmethod
     async def from_schema(cls, target: str, **kwargs: Any) -> Env[Any, Any, Any]:
         """A connected client typed from the server's ``GET /schema``.
 
         The same as ``from_env(target, codec="schema", **kwargs)``, so
-        ``target`` is anything :meth:`from_env` takes (a URL, a checkout
+        ``target`` is anything [`from_env()`][openenv.sync.Env.from_env] takes (a URL, a checkout
         directory, a Space id) and ``kwargs`` are its other arguments.  The
         ``action``, ``observation`` and ``state`` JSON Schemas become pydantic
-        models at runtime (:meth:`openenv.Codec.from_schema`): actions are
+        models at runtime ([`openenv.Codec.from_schema()`][openenv.sync.Codec.from_schema]): actions are
         validated before sending, observations and state come back as models,
         and a reset observation of another shape (an MCP environment's) comes
         back as a permissive base observation.  ``env.codec.action_type``
@@ -573,125 +462,6 @@ class Env(Generic[ActT, ObsT, StateT]):
             ProtocolError: ``/schema`` did not answer a JSON object.
         """
         return await cls.from_env(target, codec="schema", **kwargs)
-
-    async def _mcp_frame(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
-        """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
-        request_id = self._mcp.ids.next()
-        frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
-        return await self._request(RequestKind.MCP, frame, lambda data: mcp.rpc_result(data, request_id, tool=tool))
-
-    async def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
-        """An MCP action through the step loop: (observation dict, step result)."""
-        try:
-            frame = frames.encode_step(action)
-            result = await self._request(RequestKind.TOOL_STEP, frame, frames.parse_step_result)
-        except ServerValidationError as exc:
-            if unsupported is not None:
-                raise unsupported from exc  # the environment takes no MCP actions either
-            raise
-        self._mcp.via_step = True
-        return result.observation, result
-
-    async def _mcp_http(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
-        """One JSON-RPC request over ``POST /mcp`` against this client's session."""
-        self._check_open()
-        if self._ws is None or self._mcp.session_id is None:
-            await self.connect()
-        assert self._mcp.session_id is not None
-        return await self._mcp_post(method, {**params, "session_id": self._mcp.session_id}, tool=tool)
-
-    async def _mcp_post(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
-        import httpx  # lazily: only health checks, schemas and production MCP need it
-
-        url = self._endpoints.http("/mcp")
-        if self._mcp.http is None:
-            options = self._options
-            self._mcp.http = httpx.AsyncClient(
-                trust_env=not self._endpoints.is_local,
-                headers=dict(options.headers),
-                timeout=httpx.Timeout(options.message_timeout, connect=options.connect_timeout),
-                verify=options.http_verify(),
-            )
-            self._resources.push_async_callback(self._mcp_release)
-        request_id = self._mcp.ids.next()
-        try:
-            response = await self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
-        except httpx.HTTPError as exc:
-            raise http_error(exc, url, self._options) from None
-        body = mcp.http_json(response.status_code, response.content, redact_url(url))
-        return mcp.rpc_result(body, request_id, tool=tool)
-
-    async def _session_ws_url(self) -> str:
-        """The ``/ws`` URL to open: in production mode, attached to an HTTP-created session."""
-        target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
-        if target.create:
-            created(self._mcp, mcp.session_id_of(await self._mcp_post(mcp.SESSION_CREATE, {})))
-            target = ws_target(self._mode, self._mcp, self._endpoints.ws_url)
-        assert target.url is not None
-        return target.url
-
-    async def _ws_session_id(self) -> str:
-        """Ask the WebSocket which session it serves (``openenv/session/create`` over ``/ws``)."""
-        assert self._ws is not None
-        request_id = self._mcp.ids.next()
-        try:
-            await self._ws.send(frames.encode_mcp(mcp.rpc_request(mcp.SESSION_CREATE, {}, request_id)))
-        except ConnectionClosed:
-            pass  # refused at once (CAPACITY_REACHED): the reason is still to be read
-        raw = await ws_recv(self._ws, self._options.message_timeout)
-        return mcp.session_id_of(mcp.rpc_result(frames.decode_reply(raw, frames.MCP), request_id))
-
-    async def _check_attach(self) -> None:
-        """Production mode: make sure the WebSocket and the HTTP calls share one session.
-
-        OpenEnv 0.3.0 servers ignore ``/ws?session_id=`` and give the socket a
-        second session (which may not even fit: ``CAPACITY_REACHED``).  Then
-        the HTTP session is closed and the HTTP calls name the socket's own
-        session instead, so one session is used, as it should be.
-        """
-        try:
-            try:
-                own = await self._ws_session_id()
-            except CapacityReached:
-                own = None  # the HTTP session holds the slot the socket wanted
-            plan = attach_plan(self._mcp, own)
-            if plan.ok:
-                return
-            if plan.reconnect:
-                await self._shutdown(send_close=False)
-            if plan.release is not None:
-                await self._mcp_post(mcp.SESSION_CLOSE, {"session_id": plan.release})
-            if plan.reconnect:
-                stack = AsyncExitStack()
-                ws = await stack.enter_async_context(
-                    ws_connect(self._endpoints.ws_url, **connect_kwargs(self._options, self._endpoints))
-                )
-                self._stack, self._ws, self._loop = stack, ws, loop_token()
-                self._session.opened()
-                self._mcp.session_id = await self._ws_session_id()
-        except BaseException:
-            await self._shutdown(send_close=True)
-            raise
-
-    async def _mcp_release(self) -> None:
-        """On close: end the HTTP-created session (after the socket detached), close the HTTP client."""
-        http, self._mcp.http = self._mcp.http, None
-        try:
-            release = release_on_close(self._mcp)
-            if release is not None:
-                try:
-                    await self._mcp_post_with(http, mcp.SESSION_CLOSE, {"session_id": release})
-                except Exception:  # best effort: the server may be gone already
-                    pass
-        finally:
-            if http is not None:
-                await http.aclose()
-
-    async def _mcp_post_with(self, http: Any, method: str, params: dict[str, Any]) -> Any:
-        url = self._endpoints.http("/mcp")
-        request_id = self._mcp.ids.next()
-        response = await http.post(url, json=mcp.rpc_request(method, params, request_id))
-        return mcp.rpc_result(mcp.http_json(response.status_code, response.content, redact_url(url)), request_id)
 
     # -- the protocol ----------------------------------------------------------
 
@@ -744,145 +514,74 @@ class Env(Generic[ActT, ObsT, StateT]):
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 
     def _step_payload(self, action: ActT) -> dict[str, Any]:
+        """OpenEnv's hook: turn an action into the JSON object sent in the ``step`` frame.
+
+        Delegates to the codec ([`Codec._step_payload()`][openenv.sync.Codec._step_payload]).
+        A subclass ported from OpenEnv's ``EnvClient`` may override it; new
+        code should give a [`Codec`][openenv.sync.Codec] instead.
+
+        Args:
+            action: what was passed to ``step``.
+
+        Returns:
+            The ``data`` of the ``step`` frame.
+
+        Raises:
+            InvalidAction: the codec refused the action.
+        """
         return self._codec._step_payload(action)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        """OpenEnv's hook: turn the ``data`` of an ``observation`` frame into a [`StepResult`][openenv.sync.StepResult].
+
+        Delegates to the codec ([`Codec._parse_result()`][openenv.sync.Codec._parse_result]).
+        When a subclass overrides it, it parses ``reset`` replies too (as in OpenEnv).
+
+        Args:
+            payload: the frame's ``data``.
+
+        Returns:
+            The step's result.
+
+        Raises:
+            ParseError: the reply does not match the codec's observation model.
+        """
         return self._codec._parse_result(payload)
 
     def _parse_reset(self, payload: dict[str, Any]) -> StepResult[ObsT]:
+        """Turn the ``data`` of a ``reset`` reply into a [`StepResult`][openenv.sync.StepResult].
+
+        An override of [`_parse_result()`][openenv.sync.Env._parse_result] wins;
+        otherwise the codec parses it (with its ``reset_observation`` model when it has one).
+
+        Args:
+            payload: the reply's ``data``.
+
+        Returns:
+            The first result of the episode.
+
+        Raises:
+            ParseError: the reply matches none of the codec's observation models.
+        """
         if type(self)._parse_result is not Env._parse_result:
             return self._parse_result(payload)  # a subclass overrode OpenEnv's hook: it parses resets too
         return self._codec._parse_reset(payload)
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
-        return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
+        """OpenEnv's hook: turn the ``data`` of a ``state`` frame into the state.
 
-    # -- internals -------------------------------------------------------------
+        Delegates to the codec ([`Codec._parse_state()`][openenv.sync.Codec._parse_state]).
 
-    def _check_open(self) -> None:
-        self._session.check_open()
+        Args:
+            payload: the frame's ``data``.
 
-    async def _open(self) -> None:
-        """Open a new WebSocket (a new server session), dropping any previous one."""
-        await self._shutdown(send_close=True)
-        self._session.opening()
-        self._check_open()
-        stack = AsyncExitStack()
-        options = self._options
-        url = await self._session_ws_url()
-        try:
-            ws = await stack.enter_async_context(ws_connect(url, **connect_kwargs(options, self._endpoints)))
-        except Exception as exc:
-            error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
-            # the library's own text may quote a header value: chain it only when it is clean
-            raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
-        self._stack, self._ws, self._loop = stack, ws, loop_token()
-        self._session.opened()
-        if self._session.closed:  # close() ran while this connection was being opened
-            await self._shutdown(send_close=True)
-            self._check_open()
-        if self._mode == PRODUCTION:
-            await self._check_attach()
+        Returns:
+            The state (a dict when the codec has no state model).
 
-    async def _shutdown(self, *, send_close: bool) -> None:
-        """Close the current WebSocket, politely when ``send_close``; never raises."""
-        stack, ws = self._stack, self._ws
-        self._stack = self._ws = None
-        self._session.disconnected()
-        if stack is None or ws is None:
-            return
-        if self._loop is not loop_token():
-            ws_abandon(ws)  # bound to another event loop: it cannot be awaited here
-            return
-        try:
-            if send_close:
-                await ws.send(frames.CLOSE_FRAME)
-            await stack.aclose()
-        except Exception:
-            ws_abandon(ws)
-        except BaseException:
-            ws_abandon(ws)
-            raise
-
-    async def _lose(self, reason: str) -> None:
-        """Close the socket; remember a lost episode so later calls say so."""
-        self._session.lose(reason)
-        await self._shutdown(send_close=False)
-
-    def _lose_now(self, reason: str, *, had_episode: bool) -> None:
-        """Drop the socket at once, without a closing handshake (its state is unknown)."""
-        self._session.lose(reason, had_episode=had_episode)
-        ws = self._ws
-        self._stack = self._ws = None
-        if ws is not None:
-            ws_abandon(ws)
-
-    async def _socket_for(self, kind: RequestKind) -> WebSocket:
-        if self._ws is not None and self._loop is not loop_token():
-            # never reuse a connection made on another event loop
-            await self._lose(Session.OTHER_LOOP)
-        if self._session.needs_connection(kind) or self._ws is None:
-            await self._open()
-        assert self._ws is not None
-        return self._ws
-
-    async def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
-        """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
-
-        The session decides what each outcome means (retry, lost episode);
-        any :class:`ProtocolError`, from the envelope check or from ``parse``,
-        closes the connection (its state is unknown), as the error promises.
+        Raises:
+            ParseError: the state does not match the codec's state model.
         """
-        session = self._session
-        session.check_open()
-        with self._guard:
-            for number in (1, 2):
-                reused = self._ws is not None
-                ws = await self._socket_for(kind)
-                attempt = session.attempt(kind, number, reused=reused)
-                if ws_pending(ws):
-                    # a second reply to an earlier request: taking it as this call's reply would
-                    # shift every later reply by one, so the connection is dropped instead
-                    await self._lose(Session.unsolicited_reason(kind))
-                    raise ProtocolError(Session.unsolicited_message(attempt))
-                try:
-                    try:
-                        await ws.send(frame)
-                        attempt.sent = True
-                    except ConnectionClosed:
-                        pass  # the server may have said why before closing (CAPACITY_REACHED): read it
-                    raw = await ws_recv(ws, self._options.message_timeout)
-                except ConnectionClosed as exc:
-                    error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
-                    await self._lose(Session.closed_reason(kind))
-                    if session.may_retry(attempt, error):
-                        continue  # a stale socket with nothing to lose: one fresh try
-                    raise error from None
-                except TimeoutError:
-                    self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
-                    raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
-                except BaseException:
-                    # cancelled or interrupted mid-request: the reply may still come, never reuse it
-                    self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
-                    raise
-                try:
-                    data = frames.decode_reply(raw, kind.reply)
-                except ServerError as exc:
-                    reason = Session.server_error_reason(exc)
-                    if reason is not None:
-                        await self._lose(reason)
-                    raise
-                except ProtocolError:
-                    await self._lose(Session.protocol_reason(kind))
-                    raise
-                session.replied(kind)
-                # --- the reply's payload: a ProtocolError here closes the connection too ---
-                try:
-                    return parse(data)
-                except ProtocolError:
-                    await self._lose(Session.protocol_reason(kind))
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
 
 
 async def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:

@@ -1,6 +1,6 @@
 """The IO behind running a local environment checkout: gather facts, probe, install.
 
-The decision itself is :func:`openenv._core.checkout.choose_interpreter`.
+The decision itself is `openenv._core.checkout.choose_interpreter()`.
 """
 
 from __future__ import annotations

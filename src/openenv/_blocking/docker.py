@@ -6,9 +6,9 @@ directly; the async twin calls each through ``run_blocking`` (one thread hop
 per step).  Nothing here runs an event loop or sleeps.
 
 docker-py is imported lazily, inside the functions, so ``import openenv`` never
-imports ``docker``.  Errors are translated to :mod:`openenv._core.errors`:
-:class:`DockerUnavailable`, :class:`ImageNotFound`, :class:`ContainerExited`,
-:class:`PortNotPublished` and the base :class:`ProviderError`.
+imports ``docker``.  Errors are translated to `openenv._core.errors`:
+``DockerUnavailable``, ``ImageNotFound``, ``ContainerExited``, ``PortNotPublished``
+and the base ``ProviderError``.
 
 Thread safety: whether one ``DockerClient`` may be used from several threads at
 once is not documented (docker/docker-py#3229), so every function here holds a
@@ -61,7 +61,7 @@ __all__ = [
     "remove_managed",
 ]
 
-#: What :func:`container_status` reports for a container that no longer exists.
+#: What `container_status()` reports for a container that no longer exists.
 STATUS_MISSING = "missing"
 
 _DAEMON_HINT = "start the Docker daemon (dockerd) or set DOCKER_HOST"
@@ -95,7 +95,7 @@ class ContainerInfo:
 
 @dataclass(frozen=True)
 class ContainerSummary:
-    """One SDK-managed container, as listed by :func:`list_managed`."""
+    """One SDK-managed container, as listed by `list_managed()`."""
 
     id: str
     name: str
@@ -203,7 +203,7 @@ def connect_client(timeout: float | None = None) -> DockerClient:
 
     Args:
         timeout: seconds for every request of this client (docker-py's default,
-            60 s, when ``None``).  It also bounds :func:`remove_container`.
+            60 s, when ``None``).  It also bounds `remove_container()`.
 
     Raises:
         DockerUnavailable: docker-py is not installed, or no engine answered.
@@ -403,7 +403,7 @@ def start_container(
     ``container_port`` is published on ``host`` with a port Docker picks (no
     free-port guessing, so no race); the port is read from the container's
     attributes after a reload.  The image is never pulled implicitly: call
-    :func:`pull_image` first when :func:`image_present` says it is missing.
+    `pull_image()` first when `image_present()` says it is missing.
 
     Args:
         name: the container name (make it with ``new_container_name``).
@@ -418,7 +418,7 @@ def start_container(
             ``detach`` and ``remove`` may not be given.
 
     Returns:
-        a :class:`ContainerInfo` with the host and port to connect to.
+        a `ContainerInfo` with the host and port to connect to.
 
     Raises:
         ImageNotFound: the image is not present locally.
@@ -507,7 +507,7 @@ def container_status(client: DockerClient, container: str) -> tuple[str, int | N
     """``(status, exit_code)`` of a container.
 
     ``status`` is Docker's state (``created``, ``running``, ``restarting``,
-    ``paused``, ``exited``, ``dead``, ``removing``) or :data:`STATUS_MISSING`
+    ``paused``, ``exited``, ``dead``, ``removing``) or `STATUS_MISSING`
     when the container no longer exists.  ``exit_code`` is ``None`` unless the
     container has stopped.
     """
@@ -542,7 +542,7 @@ def remove_container(client: DockerClient, container: str) -> bool:
 
     Idempotent: a container that is already gone, or whose removal is already
     in progress, is not an error.  Bounded by the client's request timeout
-    (see :func:`connect_client`).  Returns whether this call removed it.
+    (see `connect_client()`).  Returns whether this call removed it.
     """
     errors = _docker_errors()
     with _lock(client):
@@ -612,11 +612,11 @@ def remove_managed(
     all_processes: bool = True,
     session_id: str | None = None,
 ) -> list[str]:
-    """Force-remove the containers :func:`list_managed` selects; return the names removed.
+    """Force-remove the containers `list_managed()` selects; return the names removed.
 
     Only containers labelled ``org.openenv.managed=1`` are ever touched.
     Containers that vanish meanwhile are skipped.  Removal failures are
-    collected and raised together as one :class:`ProviderError` after every
+    collected and raised together as one [`ProviderError`][openenv.sync.ProviderError] after every
     container was tried.
     """
     removed: list[str] = []

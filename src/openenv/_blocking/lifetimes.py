@@ -1,18 +1,18 @@
 """Nothing the SDK starts outlives the program: atexit cleanup, the reaper, the process registry.
 
 Shared by both twins (blocking code, no event loop: it also runs at interpreter
-exit, when no loop is left).  Providers take a :class:`Lease` for each server
+exit, when no loop is left).  Providers take a `Lease` for each server
 they start and release it when they stop it:
 
-* :func:`lease_process` / :func:`lease_container` register a cleanup run at
+* `lease_process()` / `lease_container()` register a cleanup run at
   interpreter exit (``atexit``) if the client was never closed;
 * they register the process (PID and start time) or the container (name and
   session) with the **reaper**, a small watcher process (``python -m
   openenv._reaper``) started on first use, one per owner process, that holds a
   pipe from its owner: when the owner dies, even by SIGKILL, the pipe reaches
   EOF and the reaper removes what is still registered, then exits;
-* :func:`lease_process` also writes a record to the process registry (see
-  :func:`runtime_dir`) that ``python -m openenv prune`` reads.
+* `lease_process()` also writes a record to the process registry (see
+  `runtime_dir()`) that ``python -m openenv prune`` reads.
 
 PIDs are reused, so a process is only ever signalled after its start time (from
 ``/proc/<pid>/stat``) was checked against the recorded one.  On systems without
@@ -324,7 +324,7 @@ def _track(cleanup: Callable[[], None]) -> int:
 
 
 class Lease:
-    """A started server that must not outlive this program; :meth:`release` once it is stopped."""
+    """A started server that must not outlive this program; `release()` once it is stopped."""
 
     def __init__(self, token: int, line: bytes | None, record: tuple[int, int] | None) -> None:
         self._token = token
@@ -390,7 +390,7 @@ def lease_container(name: str, session: str, cleanup: Callable[[], None]) -> Lea
 def prune_processes(*, everything: bool = False, dry_run: bool = False) -> list[tuple[ProcessRecord, str]]:
     """Apply ``prune`` to the process registry; return each record with its verdict.
 
-    Verdicts (:mod:`openenv._core.lifetimes`): ``keep`` (its owner is alive),
+    Verdicts (`openenv._core.lifetimes`): ``keep`` (its owner is alive),
     ``forget`` (the process is gone or its PID was reused: only the record is
     deleted), ``kill`` (its group is ended and the record deleted).  With
     ``dry_run`` nothing is changed.

@@ -38,7 +38,7 @@ class ChildProcess:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free on ``host`` a moment ago (racy: prefer :func:`bind_listener`)."""
+    """A port that was free on ``host`` a moment ago (racy: prefer `bind_listener()`)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -3,14 +3,14 @@
 ``Env.from_env("path/to/checkout")`` serves the checkout's ASGI app with
 ``python -m uvicorn <app> --fd <fd>``.  The facts (does ``.venv/bin/python``
 exist, where is ``uv``, can the current interpreter import the app) are
-gathered by :mod:`openenv._blocking.checkout`; :func:`choose_interpreter`
+gathered by `openenv._blocking.checkout`; `choose_interpreter()`
 applies the order documented in ``from_env``:
 
 1. the checkout's own ``.venv`` (``.venv/bin/python``);
 2. with ``install=True`` and no ``.venv``: create it, install the checkout into it, use it;
 3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``;
 4. the current interpreter, when it can import ``uvicorn`` and the app;
-5. otherwise :class:`~openenv.CheckoutNotRunnable`, naming every remedy.
+5. otherwise [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable], naming every remedy.
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
 """Typed environments, described once and used by both twins (sans-IO).
 
-A :class:`Codec` turns actions into JSON payloads and replies into results.
+A [`Codec`][openenv.sync.Codec] turns actions into JSON payloads and replies into results.
 The generic codec works with plain dicts; give it pydantic models (or unions
 of them), subclass it and override OpenEnv's hook names ``_step_payload``,
 ``_parse_result`` and ``_parse_state``, or adopt an environment's own OpenEnv
-``EnvClient`` subclass::
+``EnvClient`` subclass:
 
-    echo = Codec(action=EchoAction, observation=EchoObservation, state=State)
-    env = Env(url, codec=echo)          # openenv.sync.Env or openenv.aio.Env
-    env = Env(url, codec=EchoEnv)       # the environment's client.py class, unchanged
+```python
+echo = Codec(action=EchoAction, observation=EchoObservation, state=State)
+env = Env(url, codec=echo)          # openenv.sync.Env or openenv.aio.Env
+env = Env(url, codec=EchoEnv)       # the environment's client.py class, unchanged
+```
 
 Every decision is made here, without IO: which model an observation becomes,
 whether an action may be sent, and how an adopted client's step result is
-converted.  A reply that cannot be parsed raises :class:`~openenv.ParseError`
+converted.  A reply that cannot be parsed raises [`ParseError`][openenv.sync.ParseError]
 (the server did the work; the session goes on); an action that cannot be sent
-raises :class:`~openenv.InvalidAction` before anything is sent.
+raises [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Models:
     """One part of a codec (action, observation, ...): a pydantic model or a union of them.
 
     Built from what the user gave (checked at once: anything else is a
-    :class:`TypeError`); validates with the model itself, or with a pydantic
+    `TypeError`); validates with the model itself, or with a pydantic
     ``TypeAdapter`` for a union (smart mode, or the union's discriminator).
 
     Attributes:
@@ -246,7 +248,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
 
         The ``action``, ``observation`` and ``state`` JSON Schemas become
         pydantic models (nested ``$defs``, enums, optional fields and the usual
-        constraints included; see :mod:`openenv._core.schema`), so actions are
+        constraints included; see `openenv._core.schema`), so actions are
         validated before they are sent.  A part missing from ``schema`` stays a
         plain dict.  The models are on ``action_type``, ``observation_type`` and
         ``state_type``; build actions with ``codec.action_type(...)`` or pass dicts.
@@ -279,8 +281,8 @@ class Codec(Generic[ActT, ObsT, StateT]):
         called on an instance made with ``object.__new__`` (its ``__init__``,
         which would open connections, never runs), and its ``StepResult`` is
         converted to ours, keeping its observation object as is.  Errors from
-        its hooks become :class:`~openenv.InvalidAction` (an action it cannot
-        encode) or :class:`~openenv.ParseError` (a reply it cannot parse).
+        its hooks become [`InvalidAction`][openenv.sync.InvalidAction] (an action it cannot
+        encode) or [`ParseError`][openenv.sync.ParseError] (a reply it cannot parse).
         ``Env(url, codec=client_class)`` does the same.
 
         Args:
@@ -305,7 +307,7 @@ class Codec(Generic[ActT, ObsT, StateT]):
         return encode_action(self._action, action, self._dump_options)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
-        """Turn the ``data`` of an ``observation`` frame into a :class:`StepResult`.
+        """Turn the ``data`` of an ``observation`` frame into a [`StepResult`][openenv.sync.StepResult].
 
         Raises:
             ParseError: the observation does not match the observation model.
@@ -313,9 +315,9 @@ class Codec(Generic[ActT, ObsT, StateT]):
         return parse_observation(self._observation, payload)
 
     def _parse_reset(self, payload: dict[str, Any]) -> StepResult[ObsT]:
-        """Turn the ``data`` of a ``reset`` reply into a :class:`StepResult`.
+        """Turn the ``data`` of a ``reset`` reply into a [`StepResult`][openenv.sync.StepResult].
 
-        Uses ``reset_observation_type`` when set, else :meth:`_parse_result`.
+        Uses ``reset_observation_type`` when set, else [`_parse_result()`][openenv.sync.Codec._parse_result].
         """
         if self._reset_observation is None:
             return self._parse_result(payload)
@@ -379,7 +381,7 @@ def encode_action(part: Models | None, action: Any, dump_options: Mapping[str, A
 
 
 def parse_observation(part: Models | None, payload: dict[str, Any]) -> StepResult[Any]:
-    """A :class:`StepResult` whose observation is a model of ``part`` (a dict without one).
+    """A [`StepResult`][openenv.sync.StepResult] whose observation is a model of ``part`` (a dict without one).
 
     The step result's ``done``, ``reward`` and ``metadata`` are copied into
     the observation when every member of ``part`` has that field.  For a
@@ -416,13 +418,13 @@ def parse_observation(part: Models | None, payload: dict[str, Any]) -> StepResul
 
 
 class _SchemaCodec(Codec[Any, Any, Any]):
-    """A codec built by :meth:`Codec.from_schema`.
+    """A codec built by [`Codec.from_schema()`][openenv.sync.Codec.from_schema].
 
     Actions are sent with the schema's spelling of aliased names and only with
     the fields that were given (``exclude_unset``): a field the schema marks
     optional without a JSON default (pydantic's ``default_factory``) is left
     to the server's default instead of being sent as ``null``.  Reset replies
-    never fail for their shape (see :meth:`Codec.from_schema`).
+    never fail for their shape (see [`Codec.from_schema()`][openenv.sync.Codec.from_schema]).
     """
 
     _dump_options = {"mode": "json", "by_alias": True, "exclude_unset": True}
@@ -444,7 +446,7 @@ class _SchemaCodec(Codec[Any, Any, Any]):
 
 
 def is_client_class(value: Any) -> bool:
-    """Whether ``value`` is a class (not a :class:`Codec`) with OpenEnv's three client hooks."""
+    """Whether ``value`` is a class (not a [`Codec`][openenv.sync.Codec]) with OpenEnv's three client hooks."""
     return (
         isinstance(value, type)
         and not issubclass(value, Codec)
@@ -453,7 +455,7 @@ def is_client_class(value: Any) -> bool:
 
 
 def client_step_result(value: Any, payload: Mapping[str, Any]) -> StepResult[Any]:
-    """Our :class:`StepResult` from what an adopted client's ``_parse_result`` returned.
+    """Our [`StepResult`][openenv.sync.StepResult] from what an adopted client's ``_parse_result`` returned.
 
     The released ``StepResult`` dataclass (``observation``, ``reward``,
     ``done``) is converted keeping its observation object as is; ``metadata``
@@ -498,7 +500,7 @@ def _generic_args(cls: type[Any]) -> tuple[Any, ...]:
 
 
 class _ClientCodec(Codec[Any, Any, Any]):
-    """An OpenEnv ``EnvClient`` subclass used as a codec (see :meth:`Codec.from_client`)."""
+    """An OpenEnv ``EnvClient`` subclass used as a codec (see [`from_client()`][openenv.sync.Codec.from_client])."""
 
     def __init__(self, client_class: type[Any]) -> None:
         if not is_client_class(client_class):
@@ -568,9 +570,9 @@ class _ClientCodec(Codec[Any, Any, Any]):
 def as_codec(codec: Any) -> Codec[Any, Any, Any]:
     """The codec for ``Env(..., codec=codec)``.
 
-    Accepts ``None`` (plain dicts), a :class:`Codec`, a :class:`Codec`
+    Accepts ``None`` (plain dicts), a [`Codec`][openenv.sync.Codec], a [`Codec`][openenv.sync.Codec]
     subclass (instantiated) or an OpenEnv ``EnvClient`` subclass (adopted
-    with :meth:`Codec.from_client`).
+    with [`Codec.from_client()`][openenv.sync.Codec.from_client]).
 
     Raises:
         TypeError: anything else, including ``"schema"`` (which needs a server

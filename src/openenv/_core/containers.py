@@ -1,6 +1,6 @@
 """Container names, labels and port bindings: sans-IO rules shared by every provider.
 
-Nothing here talks to Docker.  The blocking steps in :mod:`openenv._blocking.docker`
+Nothing here talks to Docker.  The blocking steps in `openenv._blocking.docker`
 and the providers build on these so that every container the SDK starts can be
 found again (by label) and removed, even after the process that started it died.
 """
@@ -114,12 +114,14 @@ def parse_port_binding(ports_attr: Mapping[str, Any] | None, container_port: Any
     """The host port published for ``container_port``.
 
     ``ports_attr`` has the shape of Docker's ``NetworkSettings.Ports`` (what
-    docker-py's ``container.ports`` returns)::
+    docker-py's ``container.ports`` returns):
 
-        {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "49153"}], "9000/tcp": None}
+    ```python
+    {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "49153"}], "9000/tcp": None}
+    ```
 
     A binding on ``127.0.0.1`` is preferred, then any other IPv4 one, then the
-    first.  Raises :class:`~openenv._core.errors.PortNotPublished` (a ``ProviderError``
+    first.  Raises [`PortNotPublished`][openenv._core.errors.PortNotPublished] (a ``ProviderError``
     and ``LookupError``) when the port
     is not published (absent, ``None`` or empty), and ``ValueError`` for a
     binding whose ``HostPort`` is not a port number.

@@ -1,6 +1,6 @@
 """Example values built from JSON Schemas (sans-IO): a default action, type names for humans.
 
-:func:`default_value` builds the smallest value that a schema accepts, so a
+`default_value()` builds the smallest value that a schema accepts, so a
 tool (``python -m openenv run``) can step an environment it knows nothing
 about but its ``GET /schema``.  Only *required* properties are filled (plus a
 discriminator's tag), each from, in order: ``const``, ``default``,
@@ -14,10 +14,10 @@ built recursively.  ``$ref`` (into ``$defs``/``definitions``), ``allOf``
 
 When some part cannot be built (a ``pattern`` that ``""`` does not match,
 contradictory bounds, a required recursive field, ``false``), it raises
-:class:`NoDefault` naming every such field and carrying an example in which
+`NoDefault` naming every such field and carrying an example in which
 each of them is a ``"<...>"`` placeholder saying what it needs.
 
-:func:`describe_type` and :func:`describe_fields` render a schema for people
+`describe_type()` and `describe_fields()` render a schema for people
 (``integer (<= 100)``, ``"left" | "right"``, ``list[Move]``).
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 __all__ = ["NoDefault", "default_value", "describe_type", "describe_fields", "FieldDoc", "MISSING"]
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
-"""The ``default`` of a :class:`FieldDoc` that has none."""
+"""The ``default`` of a `FieldDoc` that has none."""
 
 _FORMATS = {
     "date-time": "1970-01-01T00:00:00Z",
@@ -459,7 +459,7 @@ def describe_fields(schema: Any, root: Mapping[str, Any] | None = None) -> list[
         root: the document that ``$ref`` pointers resolve against (default: ``schema``).
 
     Returns:
-        One :class:`FieldDoc` per property (``default`` is :data:`MISSING` when there is none).
+        One `FieldDoc` per property (``default`` is `MISSING` when there is none).
     """
     if not isinstance(schema, Mapping):
         return []

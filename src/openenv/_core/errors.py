@@ -1,4 +1,4 @@
-"""One exception hierarchy, rooted at :class:`OpenEnvError`, shared by both twins."""
+"""One exception hierarchy, rooted at [`OpenEnvError`][openenv.sync.OpenEnvError], shared by both twins."""
 
 from __future__ import annotations
 
@@ -80,7 +80,10 @@ class ConnectError(OpenEnvError, ConnectionError):
 
 
 class EnvTimeout(OpenEnvError, TimeoutError):
-    """A time budget ran out (base of :class:`ConnectTimeout` and :class:`MessageTimeout`)."""
+    """A time budget ran out.
+
+    The base of [`ConnectTimeout`][openenv.sync.ConnectTimeout] and [`MessageTimeout`][openenv.sync.MessageTimeout].
+    """
 
 
 class ConnectTimeout(EnvTimeout, ConnectError):
@@ -136,12 +139,14 @@ class ServerError(OpenEnvError):
         message: the server's message.
         details: every other field of the error frame (``errors``,
             ``active_sessions``, ``max_sessions``, ...).
+        fatal: whether the server closes the connection after this error
+            (a class attribute: ``True`` for [`CapacityReached`][openenv.sync.CapacityReached],
+            [`FactoryError`][openenv.sync.FactoryError] and [`SessionError`][openenv.sync.SessionError]).
     """
 
     code: str
     message: str
     details: dict[str, Any]
-    #: Whether the server closes the connection after this error.
     fatal: bool = False
 
     def __init__(self, message: str, code: str, details: Mapping[str, Any] | None = None) -> None:
@@ -165,11 +170,13 @@ class UnknownMessageType(ServerError):
 class ServerValidationError(ServerError):
     """The frame or the action failed the server's validation.
 
-    ``errors`` holds the server's pydantic error objects (``type``, ``loc``, ``msg``, ...).
+    [`errors`][openenv.sync.ServerValidationError.errors] holds the server's
+    pydantic error objects; ``str(error)`` lists the first five.
     """
 
     @property
     def errors(self) -> list[Any]:
+        """The server's pydantic error objects (``type``, ``loc``, ``msg``, ...); ``[]`` if it sent none."""
         errors = self.details.get("errors")
         return list(errors) if isinstance(errors, list) else []
 
@@ -190,19 +197,23 @@ class ExecutionError(ServerError):
 class CapacityReached(ServerError):
     """The server is at its session capacity; the connection was closed.
 
-    ``active_sessions`` and ``max_sessions`` come from the server.  Retry later,
-    close another session, or raise the server's ``MAX_CONCURRENT_ENVS``.
+    [`active_sessions`][openenv.sync.CapacityReached.active_sessions] and
+    [`max_sessions`][openenv.sync.CapacityReached.max_sessions] come from the
+    server.  Retry later, close another session, or raise the server's
+    ``MAX_CONCURRENT_ENVS``.
     """
 
     fatal = True
 
     @property
     def active_sessions(self) -> int | None:
+        """How many sessions the server had open, as it reported (``None`` if it did not say)."""
         value = self.details.get("active_sessions")
         return value if isinstance(value, int) else None
 
     @property
     def max_sessions(self) -> int | None:
+        """The server's session limit, as it reported (``None`` if it did not say)."""
         value = self.details.get("max_sessions")
         return value if isinstance(value, int) else None
 

@@ -1,7 +1,7 @@
 """Frame encoding and reply checking for the session WebSocket (``/ws``).
 
 Every request gets exactly one reply; a reply of the wrong ``type`` is a
-:class:`~openenv.ProtocolError`, never silently returned.
+[`ProtocolError`][openenv.sync.ProtocolError], never silently returned.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def decode_reply(raw: str | bytes, expected: str) -> dict[str, Any]:
 
 
 def parse_step_result(data: Mapping[str, Any]) -> StepResult[dict[str, Any]]:
-    """Turn the ``data`` of an ``observation`` frame into a generic :class:`StepResult`.
+    """Turn the ``data`` of an ``observation`` frame into a generic [`StepResult`][openenv.sync.StepResult].
 
     ``metadata`` is taken from the top level, else from the observation, else
     ``{}`` (0.10 servers omit the top-level key when empty; 0.3 servers send

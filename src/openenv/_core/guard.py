@@ -11,7 +11,7 @@ __all__ = ["InFlight"]
 
 
 class InFlight:
-    """A non-blocking guard: entering it while held raises :class:`SessionBusy`.
+    """A non-blocking guard: entering it while held raises [`SessionBusy`][openenv.sync.SessionBusy].
 
     It never waits, so it is safe inside coroutines (it cannot block the loop)
     and across threads.

@@ -1,6 +1,6 @@
 """Rules for making sure nothing the SDK starts outlives the program: no IO here.
 
-Three layers (the IO is in :mod:`openenv._blocking.lifetimes` and :mod:`openenv._reaper`):
+Three layers (the IO is in `openenv._blocking.lifetimes` and `openenv._reaper`):
 
 * ``atexit``: a client never closed stops its server when the interpreter exits;
 * the reaper: a watcher process holding a pipe from its owner; on EOF (the owner

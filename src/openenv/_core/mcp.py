@@ -110,7 +110,7 @@ def rpc_result(response: Any, request_id: int, *, tool: str | None = None) -> An
     """Check a JSON-RPC response for ``request_id`` and return its ``result``.
 
     Raises:
-        ToolError: (or :class:`ToolNotFound`) for an ``error`` response.
+        ToolError: (or [`ToolNotFound`][openenv.sync.ToolNotFound]) for an ``error`` response.
         ProtocolError: for a response that is not JSON-RPC, or answers another id.
     """
     if type(response) is not dict:
@@ -164,7 +164,7 @@ def parse_tools(result: Any) -> list[Tool]:
 
 
 def parse_tool_result(result: Any, *, reward: float | None = None, done: bool = False) -> ToolResult:
-    """A :class:`ToolResult` from a ``tools/call`` result (any key spelling) or a bare value."""
+    """A [`ToolResult`][openenv.sync.ToolResult] from a ``tools/call`` result (any key spelling) or a bare value."""
     from .tool_models import ToolResult
 
     if isinstance(result, dict) and any(
@@ -211,7 +211,7 @@ def parse_step_call(observation: Any, name: str, *, reward: float | None = None,
     """The result of a ``call_tool`` step observation (``{"tool_name", "result", "error"}``).
 
     Raises:
-        ToolError: (:class:`ToolNotFound` for ``tool_not_found``) when the
+        ToolError: ([`ToolNotFound`][openenv.sync.ToolNotFound] for ``tool_not_found``) when the
             observation carries an ``error`` object; ``data`` holds it.
     """
     if not isinstance(observation, dict):
@@ -268,7 +268,7 @@ class McpState:
 
 
 def http_json(status: int, body: bytes, url: str) -> Any:
-    """The JSON body of an HTTP answer, or a :class:`ProtocolError` saying what came instead."""
+    """The JSON body of an HTTP answer, or a [`ProtocolError`][openenv.sync.ProtocolError] saying what came instead."""
     import json
 
     if status == 404:

@@ -36,7 +36,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
 
 #: How to check the server's TLS certificate (httpx's convention): ``True``
 #: (the default trust store), a CA bundle file or directory, an
-#: :class:`ssl.SSLContext`, or ``False`` (no check at all).
+#: `ssl.SSLContext`, or ``False`` (no check at all).
 VerifyTypes: TypeAlias = Union[bool, str, "os.PathLike[str]", ssl.SSLContext]
 
 #: Header names whose values are shown in debug logs; every other header
@@ -81,7 +81,7 @@ class RedactHeaders(logging.Filter):
 
 
 #: The logger our connections use: websockets' own lines.  Its
-#: :class:`RedactHeaders` filter (credentials hidden) is added where
+#: `RedactHeaders` filter (credentials hidden) is added where
 #: connections are made (``openenv._adapters.connect_kwargs``), not at import.
 WS_LOGGER = logging.getLogger("openenv.websockets")
 

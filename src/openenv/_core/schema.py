@@ -1,12 +1,14 @@
 """Pydantic models built at runtime from an environment's JSON Schemas (``GET /schema``), sans-IO.
 
-:func:`models_from_schema` turns the ``action``, ``observation`` and ``state``
+`models_from_schema()` turns the ``action``, ``observation`` and ``state``
 schemas that an OpenEnv server publishes into pydantic models, and
-:meth:`openenv.Codec.from_schema` wraps them in a codec, so a client can be
-typed without importing the environment's code::
+[`openenv.Codec.from_schema()`][openenv.sync.Codec.from_schema] wraps them in a codec, so a client can be
+typed without importing the environment's code:
 
-    codec = Codec.from_schema(httpx.get(url + "/schema").json())
-    env = Env(url, codec=codec)            # or: Env.from_schema(url)
+```python
+codec = Codec.from_schema(httpx.get(url + "/schema").json())
+env = Env(url, codec=codec)            # or: Env.from_schema(url)
+```
 
 Supported JSON Schema: ``type`` (one or a list), ``properties``/``required``,
 ``$ref`` into ``$defs``/``definitions`` (nested models, recursion degrades to

@@ -5,15 +5,15 @@ session (connected, an episode running, lost and why, closed) and answers the
 questions the IO code would otherwise answer with string labels and
 positional flags:
 
-* **what a request is**: :class:`RequestKind` (its reply type, whether it
+* **what a request is**: `RequestKind` (its reply type, whether it
   starts or continues an episode, whether it may be re-sent);
-* **what may be sent now**: :meth:`Session.check_open` (closed →
-  :class:`EnvClosed`), :meth:`Session.needs_connection` (lost mid-episode →
-  :class:`SessionLost` until a reset);
-* **what a failure means**: :meth:`Session.lose` and friends record a lost
-  episode; :meth:`Session.may_retry` says whether a failed request is sent
+* **what may be sent now**: `Session.check_open()` (closed →
+  [`EnvClosed`][openenv.sync.EnvClosed]), `Session.needs_connection()` (lost mid-episode →
+  [`SessionLost`][openenv.sync.SessionLost] until a reset);
+* **what a failure means**: `Session.lose()` and friends record a lost
+  episode; `Session.may_retry()` says whether a failed request is sent
   once more on a fresh connection;
-* **production-mode attach**: :func:`ws_target` and :func:`attach_plan`.
+* **production-mode attach**: `ws_target()` and `attach_plan()`.
 
 It does no IO, reads no clock and knows nothing of asyncio or threads.
 """
@@ -107,7 +107,7 @@ class Session:
     # -- what may be sent now ----------------------------------------------------
 
     def check_open(self) -> None:
-        """Raises :class:`EnvClosed` once the client is closed."""
+        """Raises [`EnvClosed`][openenv.sync.EnvClosed] once the client is closed."""
         if self.closed:
             raise EnvClosed(f"this client for {self.where} is closed; create a new one")
 
@@ -172,7 +172,7 @@ class Session:
 
         Only the first try, only on a connection that existed before (a stale
         socket: a server restart, an idle timeout), only before any episode
-        (nothing to lose), only for a plain :class:`SessionLost` (not a size
+        (nothing to lose), only for a plain [`SessionLost`][openenv.sync.SessionLost] (not a size
         refusal), never after close; and only for idempotent requests, or a
         step whose frame never left.
         """

@@ -40,11 +40,13 @@ class ToolResult(BaseModel):
             ``data``); falls back to ``structured_content["result"]`` and
             then to the single text content.
         is_error: whether the tool reported an error as its result (tools that
-            *raise* give a :class:`~openenv.ToolError` instead).
+            *raise* give a [`ToolError`][openenv.sync.ToolError] instead).
         meta: the server's ``meta`` object, if any.
-        reward, done: for calls made through the step loop (every call in
-            simulation mode: a real step), the step's reward and done flag;
-            ``None``/``False`` otherwise (production mode).
+        reward: for calls made through the step loop (every call in
+            simulation mode: a real step), the step's reward; ``None``
+            otherwise (production mode).
+        done: for calls made through the step loop, the step's done flag;
+            ``False`` otherwise (production mode).
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow", populate_by_name=True)

@@ -5,7 +5,7 @@ environment class into a function-calling tool, with the JSON Schema built by
 ``transformers.utils.get_json_schema`` from the method's type hints and the
 ``Args:`` section of its Google-style docstring.  This module builds, from an
 MCP tool's ``input_schema`` (or an action's JSON Schema), a
-:class:`MethodSpec`: a method name, an :class:`inspect.Signature` with real
+`MethodSpec`: a method name, an `inspect.Signature` with real
 annotations (``int``, ``str``, ``Literal[...]``, ``list[...]``, ``X | None``,
 ...) and a docstring that ``get_json_schema`` reads back as the same schema.
 It also filters ``reset`` keyword arguments and renders observations and tool
@@ -374,10 +374,10 @@ def method_spec(
     exclude: Iterable[str] = (),
     fallback: str | None = None,
 ) -> MethodSpec:
-    """The :class:`MethodSpec` of one tool (or action) from its description and JSON Schema.
+    """The `MethodSpec` of one tool (or action) from its description and JSON Schema.
 
     Args:
-        name: the method name (see :func:`method_name`).
+        name: the method name (see `method_name()`).
         tool: the tool's name on the server (``None`` for a generated ``step``).
         description: the tool's description (a docstring's own sections are cut off).
         input_schema: the JSON Schema of the arguments (an object schema).
@@ -473,7 +473,7 @@ def reset_parameters(schema: Any, metadata: Any) -> frozenset[str] | None:
     ``reset_params``, ``reset_parameters`` or ``reset_schema`` in ``GET /schema``
     and ``GET /metadata``; a schema with ``additionalProperties: true`` means any
     key.  Servers that say nothing (OpenEnv's do not, today) get
-    :data:`DEFAULT_RESET_KEYS` (``seed`` and ``episode_id``).
+    `DEFAULT_RESET_KEYS` (``seed`` and ``episode_id``).
 
     Returns:
         The accepted names, or ``None`` for any key.
@@ -548,7 +548,7 @@ def render_observation(observation: Any) -> str:
 
 
 def render_tool_result(result: Any) -> str:
-    """The text of a tool result (a :class:`~openenv.ToolResult`): its text content, else its data as JSON.
+    """The text of a tool result (a [`ToolResult`][openenv.sync.ToolResult]): its text content, else its data as JSON.
 
     A result the tool flagged as an error starts with ``"Error: "``.
     """

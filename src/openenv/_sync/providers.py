@@ -1,9 +1,9 @@
 # GENERATED from src/openenv/_async/providers.py by scripts/run_unasync.py -- DO NOT EDIT.
 """Providers start an environment server, wait until it is ready, and stop it.
 
-``Env.from_provider`` drives any object with the :class:`Provider` methods;
+``Env.from_provider`` drives any object with the [`Provider`][openenv.sync.Provider] methods;
 ``Env.from_docker_image`` and ``Env.from_env`` use the built-in ones.  Write
-your own (Kubernetes, a cloud sandbox) by subclassing :class:`ServerProvider`
+your own (Kubernetes, a cloud sandbox) by subclassing [`ServerProvider`][openenv.sync.ServerProvider]
 or by implementing the three methods, in the flavour of the ``Env`` you use.
 """
 
@@ -33,20 +33,50 @@ __all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "C
 
 @runtime_checkable
 class Provider(Protocol):
-    """What ``Env.from_provider`` needs from a provider.
+    """What [`Env.from_provider()`][openenv.sync.Env.from_provider] needs from a provider.
 
-    ``start`` starts the server and returns its base URL; ``wait_until_ready``
-    returns once it answers (or raises, saying why); ``stop`` stops it and
-    removes what was started.  ``stop`` must be idempotent and safe to call
-    after a failed or interrupted ``start``: ``from_provider`` calls it on
-    every failure, and ``Env.close`` calls it at the end.
+    Any object with these three methods will do (a structural protocol: no
+    need to subclass it); [`ServerProvider`][openenv.sync.ServerProvider]
+    supplies ``wait_until_ready``.  ``from_provider`` calls ``start``, then
+    ``wait_until_ready``, then connects; it calls ``stop`` on every failure,
+    and [`Env.close()`][openenv.sync.Env.close] calls it at the end.
     """
 
-    def start(self) -> str: ...
+    def start(self) -> str:
+        """Start the server (a container, a process, ...) and return its base URL.
 
-    def wait_until_ready(self, base_url: str, timeout: float | None) -> None: ...
+        Returns:
+            The server's ``http://`` or ``https://`` base URL, such as
+            ``"http://127.0.0.1:49153"``.
 
-    def stop(self) -> None: ...
+        Raises:
+            ProviderError: the server could not be started; any subclass of it
+                (``DockerUnavailable``, ``ImageNotFound``, ...) says why.
+        """
+        ...
+
+    def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
+        """Return once the server at ``base_url`` answers; raise, saying why, if it never does.
+
+        Args:
+            base_url: what ``start`` returned.
+            timeout: seconds to wait (``None`` or ``inf``: no limit).
+
+        Raises:
+            ReadinessTimeout: no healthy answer within ``timeout`` seconds
+                (with the server's last log lines when known).
+            ContainerExited: the server died while starting (or another
+                ``ProviderError`` that says why).
+        """
+        ...
+
+    def stop(self) -> None:
+        """Stop the server and remove what ``start`` created (container, process, files).
+
+        Must be idempotent and safe to call after a failed or interrupted
+        ``start``, and should not raise for a server that is already gone.
+        """
+        ...
 
 
 class ServerProvider:
@@ -65,9 +95,11 @@ class ServerProvider:
     verify: VerifyTypes = True
 
     def start(self) -> str:
+        """Start the server and return its base URL (see [`Provider.start()`][openenv.sync.Provider.start])."""
         raise NotImplementedError
 
     def stop(self) -> None:
+        """Stop the server; idempotent (see [`Provider.stop()`][openenv.sync.Provider.stop])."""
         raise NotImplementedError
 
     def check(self) -> None:
@@ -86,7 +118,7 @@ class ServerProvider:
 
         Raises:
             InvalidOption: ``timeout`` is ``nan``, zero or negative.
-            ContainerExited: (or another error from :meth:`check`) the server died.
+            ContainerExited: the server died (or another error that `check()` raised).
             ReadinessTimeout: no healthy answer within ``timeout`` seconds.
         """
         timeout = check_timeout("ready_timeout", timeout)
@@ -224,7 +256,7 @@ class DockerProvider(ServerProvider):
         return info
 
     def check(self) -> None:
-        """Raise :class:`~openenv.ContainerExited` (with exit code and logs) if the container stopped."""
+        """Raise [`ContainerExited`][openenv.sync.ContainerExited] (exit code and logs) if the container stopped."""
         if self.container_id is None:
             return
         status, code = run_blocking(_docker.container_status, self._client, self.container_id)
@@ -311,7 +343,16 @@ class ProcessProvider(ServerProvider):
 
     @classmethod
     def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> ProcessProvider:
-        """Serve ``module:Factory`` (an :class:`openenv.server.Environment`) with ``python -m openenv serve``."""
+        """A provider serving ``module:Factory`` in a ``python -m openenv serve`` child process.
+
+        Args:
+            factory: ``module:Factory``, an [`Environment`][openenv.server.Environment] subclass or factory.
+            max_sessions: the server's session limit.
+            **kwargs: the other parameters of ``ProcessProvider``.
+
+        Returns:
+            The provider (not started).
+        """
         command = [sys.executable, "-m", "openenv", "serve", factory, "--host", "{host}", "--port", "{port}"]
         return cls([*command, "--max-sessions", str(max_sessions)], **kwargs)
 
@@ -351,7 +392,7 @@ class ProcessProvider(ServerProvider):
         raise ProviderError(f"{self!r} was stopped while it started")
 
     def check(self) -> None:
-        """Raise :class:`~openenv.ProviderError` with the output tail if the process exited."""
+        """Raise [`ProviderError`][openenv.sync.ProviderError] with the output tail if the process exited."""
         child = self._child
         if child is not None and child.exit_code() is not None:
             tail = _process.output_tail(child)
@@ -392,13 +433,13 @@ class CheckoutProvider(ProcessProvider):
     ``pip install -e <checkout> uvicorn``; ``uv run --project <checkout>
     python`` when ``uv`` is on ``PATH``; the current interpreter when it can
     import ``uvicorn`` and the app.  Otherwise starting raises
-    :class:`~openenv.CheckoutNotRunnable`, which names each remedy.
+    [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable], which names each remedy.
 
     Args:
         directory: the checkout.
         app: its ASGI app as ``module:attribute``.
         command: a command to run instead (``{fd}``, ``{port}`` and ``{host}``
-            are filled in as for :class:`ProcessProvider`).
+            are filled in as for [`ProcessProvider`][openenv.sync.ProcessProvider]).
         env: extra environment variables (``PYTHONPATH`` is the checkout by default).
         host: the address the server binds (127.0.0.1).
         port: the port (default: a free one).

@@ -6,7 +6,7 @@ TRL's ``GRPOTrainer(environment_factory=cls)`` creates instances with
 method other than ``reset`` to the model as a function-calling tool (its JSON
 Schema read from the method's type hints and docstring by
 ``transformers.utils.get_json_schema``), and reads the episode's reward back.
-:func:`environment_factory` writes that class for you, from what the server
+`environment_factory()` writes that class for you, from what the server
 says about itself: one method per MCP tool (or a ``step`` method built from the
 action schema), with real signatures and docstrings.
 
@@ -169,7 +169,7 @@ else:
 
 
 class TRLEnvironment(metaclass=_ToolsMeta):
-    """Base of the classes :func:`environment_factory` generates (one session per instance).
+    """Base of the classes `environment_factory()` generates (one session per instance).
 
     Attributes:
         reward: the episode's reward so far (``reward="sum"``: the sum of the
@@ -421,7 +421,7 @@ def environment_factory(
             the last one, for environments that report a cumulative score.
         render: turns what the model sees into text: called with the reset
             observation, the ``step`` observation, or the
-            :class:`~openenv.ToolResult` of an MCP tool (default: a compact
+            [`ToolResult`][openenv.sync.ToolResult] of an MCP tool (default: a compact
             text, see ``openenv._core.trl``).
         raise_tool_errors: raise tool errors (and refused actions) instead of
             returning them as text for the model.
@@ -441,7 +441,7 @@ def environment_factory(
         **options: the connection options of ``Env(...)``, used by every instance.
 
     Returns:
-        The generated class, a subclass of :class:`TRLEnvironment`.
+        The generated class, a subclass of `TRLEnvironment`.
 
     Raises:
         ValueError: an option has a wrong value.

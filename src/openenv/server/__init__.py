@@ -1,16 +1,18 @@
 """A small OpenEnv-protocol server for Python environments.
 
-Subclass :class:`Environment`, then serve it with :class:`EnvServer` (in a
-background thread, e.g. in tests) or :func:`serve` (blocking)::
+Subclass [`Environment`][openenv.server.Environment], then serve it with [`EnvServer`][openenv.server.EnvServer] (in a
+background thread, e.g. in tests) or [`serve()`][openenv.server.serve] (blocking):
 
-    from openenv.server import EnvServer
-    from openenv.server.echo import EchoEnvironment
+```python
+from openenv.server import EnvServer
+from openenv.server.echo import EchoEnvironment
 
-    with EnvServer(EchoEnvironment) as srv:
-        ...  # connect a client to srv.url
+with EnvServer(EchoEnvironment) as srv:
+    ...  # connect a client to srv.url
+```
 
 From a shell: ``python -m openenv serve MODULE:FACTORY`` (or ``serve echo``).
-See :mod:`openenv.server.app` for what is served and how it differs from the
+See `openenv.server.app` for what is served and how it differs from the
 reference server.
 """
 

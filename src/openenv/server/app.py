@@ -1,6 +1,6 @@
 """A small OpenEnv-protocol server built on websockets' threading server.
 
-:class:`EnvServer` serves one environment factory on one port, speaking the
+[`EnvServer`][openenv.server.EnvServer] serves one environment factory on one port, speaking the
 OpenEnv wire protocol as the released servers do (``openenv`` 0.10.0 and
 ``openenv-core`` 0.3.0): the same frames, error codes, error messages and
 step-result shape (0.10 flavour: ``metadata`` stays inside the observation and
@@ -15,7 +15,7 @@ What it serves
   instance per connection, created by the factory after a capacity slot has
   been reserved. Frames ``reset``, ``step``, ``state``, ``close`` and ``mcp``
   (JSON-RPC ``tools/list``/``tools/call`` for environments with
-  :func:`~openenv.server.tool` methods, see :mod:`openenv.server.tools`;
+  [`tool()`][openenv.server.tool] methods, see `openenv.server.tools`;
   ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each
   connection runs in its own
   thread (websockets' own), so a slow ``step`` blocks only its session while
@@ -43,13 +43,13 @@ Differences from the reference server
   with a ``SESSION_ERROR``).
 * ``/ws?session_id=`` (MCP session attach), WebSocket ``/mcp``, the task API
   and the web interface are not implemented.
-* :meth:`EnvServer.stop` closes open sessions with code ``1012`` (service
+* [`EnvServer.stop()`][openenv.server.EnvServer.stop] closes open sessions with code ``1012`` (service
   restart), as uvicorn does on shutdown.
 * **Capacity is checked before the WebSocket handshake**: at capacity, an
   upgrade to ``/ws`` is refused with HTTP ``503`` (``Retry-After: 1``) whose
   JSON body is the protocol's error frame (``{"type":"error","data":{"code":
   "CAPACITY_REACHED","active_sessions":..,"max_sessions":..}}``); this
-  project's clients raise :class:`~openenv.CapacityReached` from it. (The
+  project's clients raise [`CapacityReached`][openenv.sync.CapacityReached] from it. (The
   reference server completes the handshake, then sends that frame and closes;
   released clients see a refused handshake instead.) The slot is reserved in
   the handshake and given back if the handshake then fails.
@@ -128,7 +128,7 @@ DEFAULT_MAX_PENDING = 64
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
-#: closed the listening socket (then :meth:`EnvServer.stop` does the rest itself).
+#: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
 _SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
 
 
@@ -343,22 +343,24 @@ def _body_request(lines: list[bytes], exc: Exception) -> tuple[Request, int | No
 class EnvServer:
     """An OpenEnv-protocol server for one environment factory.
 
-    Use it as a context manager, which starts and stops it::
+    Use it as a context manager, which starts and stops it:
 
-        from openenv.server import EnvServer
-        from openenv.server.echo import EchoEnvironment
+    ```python
+    from openenv.server import EnvServer
+    from openenv.server.echo import EchoEnvironment
 
-        with EnvServer(EchoEnvironment) as srv:
-            print(srv.url)   # http://127.0.0.1:<ephemeral port>
+    with EnvServer(EchoEnvironment) as srv:
+        print(srv.url)   # http://127.0.0.1:<ephemeral port>
+    ```
 
     Args:
-        factory: an :class:`Environment` subclass, or a zero-argument callable
+        factory: an [`Environment`][openenv.server.Environment] subclass, or a zero-argument callable
             returning an environment. It is called once per ``/ws`` session
             (after a capacity slot was reserved) and once per ``GET /state``.
         host: interface to bind; keep the default ``127.0.0.1`` unless you
             mean to expose the server.
         port: TCP port; ``0`` picks a free ephemeral port, known as
-            :attr:`port` after :meth:`start`.
+            `port` after `start()`.
         max_sessions: the number of concurrent ``/ws`` sessions (the
             protocol's ``max_concurrent_envs``; default 1, like the
             reference). Values above 1 are refused for an environment class
@@ -370,7 +372,7 @@ class EnvServer:
             environment class name).
         ping_interval: seconds between keepalive pings (``None``: off).
         ping_timeout: seconds to wait for a pong before closing with 1011.
-        ssl: a server-side :class:`ssl.SSLContext` (with its certificate
+        ssl: a server-side `ssl.SSLContext` (with its certificate
             loaded) to serve ``https://``/``wss://`` instead of plain HTTP.
         idle_timeout: seconds a ``/ws`` session may go without a message from
             its client before the server closes it (code 1001, reason
@@ -504,7 +506,7 @@ class EnvServer:
     def start(self) -> EnvServer:
         """Bind and serve in a background daemon thread; return ``self``.
 
-        Idempotent while running. After :meth:`stop`, ``start()`` serves again
+        Idempotent while running. After `stop()`, ``start()`` serves again
         on the same port (the one bound first, when ``port`` was 0).
         """
         with self._lifecycle:
@@ -769,13 +771,13 @@ def serve(
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
     Args:
-        factory: an :class:`Environment` subclass or a zero-argument callable.
+        factory: an [`Environment`][openenv.server.Environment] subclass or a zero-argument callable.
         host: interface to bind.
         port: TCP port (``0``: ephemeral).
         max_sessions: concurrent ``/ws`` sessions.
         max_message_size: largest inbound WebSocket message, in bytes.
         name: the name ``/metadata`` reports.
-        on_ready: called with the :class:`EnvServer` once it is listening.
+        on_ready: called with the [`EnvServer`][openenv.server.EnvServer] once it is listening.
         idle_timeout: seconds without a client message before a session is closed (``None``: never).
         max_pending: connections still in their handshake, at most (more get ``503`` at once).
     """

@@ -1,20 +1,22 @@
 """OpenEnv's whole HTTP surface as an ASGI app (Starlette), for uvicorn.
 
-:func:`create_app` serves an environment written on :mod:`openenv.server` the
+`create_app()` serves an environment written on [`openenv.server`][openenv.server] the
 way OpenEnv environments are deployed (``uvicorn server.app:app``, Hugging
-Face Spaces, ``from_env(checkout)``)::
+Face Spaces, ``from_env(checkout)``):
 
-    # server/app.py
-    from openenv.server.asgi import create_app
-    from my_env import MyEnvironment
+```python
+# server/app.py
+from openenv.server.asgi import create_app
+from my_env import MyEnvironment
 
-    app = create_app(MyEnvironment, max_sessions=4)
+app = create_app(MyEnvironment, max_sessions=4)
+```
 
 or from a shell: ``python -m openenv serve my_env:MyEnvironment --asgi``.
 Needs the extra ``openenv-twin[server]`` (``starlette``, ``uvicorn``).
 
-Served (the protocol logic is :mod:`openenv.server.protocol`, shared with
-:class:`~openenv.server.EnvServer`):
+Served (the protocol logic is `openenv.server.protocol`, shared with
+[`EnvServer`][openenv.server.EnvServer]):
 
 * ``GET /health``, ``/metadata``, ``/schema``, ``/state`` (``/state``: a fresh
   instance, as the reference);
@@ -86,7 +88,7 @@ def create_app(
     """An ASGI app serving ``factory`` over OpenEnv's HTTP and WebSocket surface.
 
     Args:
-        factory: an :class:`~openenv.server.Environment` subclass, or a
+        factory: an [`Environment`][openenv.server.Environment] subclass, or a
             zero-argument callable returning an environment.
         max_sessions: concurrent sessions (``/ws`` connections and
             ``openenv/session/create`` sessions); default 1, like the reference.

@@ -1,40 +1,42 @@
-"""The base class of environments served by :mod:`openenv.server`.
+"""The base class of environments served by [`openenv.server`][openenv.server].
 
 An environment is a plain Python object with ``reset``, ``step``, a ``state``
-property and ``close``; :class:`~openenv.server.EnvServer` creates one instance
+property and ``close``; [`EnvServer`][openenv.server.EnvServer] creates one instance
 per WebSocket session and drives it from that session's thread.
 
-Example::
+**Example**
 
-    from openenv.server import Action, Environment, Observation, State
+```python
+from openenv.server import Action, Environment, Observation, State
 
-    class CounterAction(Action):
-        delta: int
+class CounterAction(Action):
+    delta: int
 
-    class CounterObservation(Observation):
-        count: int = 0
+class CounterObservation(Observation):
+    count: int = 0
 
-    class CounterEnv(Environment[CounterAction, CounterObservation, State]):
-        action_type = CounterAction
-        observation_type = CounterObservation
+class CounterEnv(Environment[CounterAction, CounterObservation, State]):
+    action_type = CounterAction
+    observation_type = CounterObservation
 
-        def __init__(self) -> None:
-            self._state = State()
-            self._count = 0
+    def __init__(self) -> None:
+        self._state = State()
+        self._count = 0
 
-        def reset(self, seed=None, episode_id=None):
-            self._state = State(episode_id=episode_id)
-            self._count = 0
-            return CounterObservation(count=0)
+    def reset(self, seed=None, episode_id=None):
+        self._state = State(episode_id=episode_id)
+        self._count = 0
+        return CounterObservation(count=0)
 
-        def step(self, action):
-            self._count += action.delta
-            self._state.step_count += 1
-            return CounterObservation(count=self._count, reward=float(action.delta))
+    def step(self, action):
+        self._count += action.delta
+        self._state.step_count += 1
+        return CounterObservation(count=self._count, reward=float(action.delta))
 
-        @property
-        def state(self):
-            return self._state
+    @property
+    def state(self):
+        return self._state
+```
 """
 
 from __future__ import annotations
@@ -60,16 +62,17 @@ StateT = TypeVar("StateT", bound=State)
 class Environment(ABC, Generic[ActT, ObsT, StateT]):
     """Base class of an environment served over the OpenEnv protocol.
 
-    Subclasses implement :meth:`reset`, :meth:`step` and the :attr:`state`
+    Subclasses implement [`reset()`][openenv.server.Environment.reset],
+    [`step()`][openenv.server.Environment.step] and the [`state`][openenv.server.Environment.state]
     property, and declare their pydantic models in the class attributes below
     (they feed ``GET /schema``, action validation and ``GET /state``).
 
     Attributes:
         action_type: the action model; every ``step`` frame's ``data`` is
-            validated with it before :meth:`step` is called.
+            validated with it before [`step()`][openenv.server.Environment.step] is called.
         observation_type: the observation model (``/schema`` → ``observation``).
         reset_observation_type: the observation model returned by
-            :meth:`reset` (``/schema`` → ``reset_observation``); ``None`` means
+            [`reset()`][openenv.server.Environment.reset] (``/schema`` → ``reset_observation``); ``None`` means
             the same as ``observation_type``.
         state_type: the state model (``/schema`` → ``state``; ``GET /state``
             keeps only its fields).
@@ -105,7 +108,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
 
     @abstractmethod
     def step(self, action: ActT) -> ObsT:
-        """Apply ``action`` (already validated with :attr:`action_type`) and return the observation.
+        """Apply ``action`` (already validated with `action_type`) and return the observation.
 
         Set ``done``, ``reward`` and ``metadata`` on the returned observation;
         the server lifts ``done`` and ``reward`` to the top level of the step
@@ -122,27 +125,30 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     def step_tool(self, action: ListToolsAction | CallToolAction) -> Observation:
         """Apply an MCP action that came through the step loop, and return its observation.
 
-        The server calls this instead of :meth:`step` for the actions
+        The server calls this instead of [`step()`][openenv.server.Environment.step] for the actions
         ``{"type": "list_tools"}`` and ``{"type": "call_tool", ...}`` when the
-        environment has :func:`~openenv.server.tool` methods (and its action
+        environment has [`tool()`][openenv.server.tool] methods (and its action
         model no ``type`` field).  That is how clients in simulation mode
         call tools: each call is a real step, and this is where the
         environment counts it and scores it.  The default runs the tool
-        (:func:`openenv.server.tools.run_tool_action`) and returns a
-        :class:`~openenv.server.tools.CallToolObservation` (``result`` or
-        ``error``) or a :class:`~openenv.server.tools.ListToolsObservation`,
+        (`openenv.server.tools.run_tool_action()`) and returns a
+        `CallToolObservation` (``result`` or
+        ``error``) or a `ListToolsObservation`,
         with ``reward`` ``None`` and ``done`` ``False``, leaving the state
-        alone.  Override it to score calls::
+        alone.  Override it to score calls:
 
-            def step_tool(self, action):
-                observation = super().step_tool(action)
-                if action.type == "call_tool":
-                    self._state.step_count += 1
-                    observation.reward = 1.0 if observation.error is None else -1.0
-                    observation.done = self._state.step_count >= 10
-                return observation
+        ```python
+        def step_tool(self, action):
+            observation = super().step_tool(action)
+            if action.type == "call_tool":
+                self._state.step_count += 1
+                observation.reward = 1.0 if observation.error is None else -1.0
+                observation.done = self._state.step_count >= 10
+            return observation
+        ```
 
-        An exception raised here is sent as an ``EXECUTION_ERROR`` frame, as for :meth:`step`.
+        An exception raised here is sent as an ``EXECUTION_ERROR`` frame,
+        as for [`step()`][openenv.server.Environment.step].
 
         Args:
             action: the step-loop action (validated loosely: a missing

@@ -1,21 +1,21 @@
 """The OpenEnv server protocol, without I/O: shared by both transports.
 
-:class:`EnvProtocol` holds what one served environment factory needs whatever
+`EnvProtocol` holds what one served environment factory needs whatever
 carries the bytes: the capacity accounting, the table of live sessions (for
 ``openenv/session/create`` and ``/ws?session_id=`` attach), and the HTTP
-routes as plain functions returning an :class:`HttpReply`.  A :class:`Session`
-is one environment instance: text frames in (:meth:`Session.handle`), reply
+routes as plain functions returning an `HttpReply`.  A `Session`
+is one environment instance: text frames in (`Session.handle()`), reply
 frames out.  Nothing here opens a socket, starts a thread or awaits.
 
 Transports:
 
-* :class:`openenv.server.EnvServer` (websockets' threading server, no extra
+* [`openenv.server.EnvServer`][openenv.server.EnvServer] (websockets' threading server, no extra
   dependency): ``/ws`` and the ``GET`` routes;
-* :func:`openenv.server.asgi.create_app` (Starlette, for uvicorn): the whole
+* `openenv.server.asgi.create_app()` (Starlette, for uvicorn): the whole
   HTTP surface, ``POST /reset``, ``/step`` and ``/mcp`` included.
 
 Environments are synchronous.  A transport must not call one session's
-environment from two threads at once: :meth:`Session.run` serialises calls
+environment from two threads at once: `Session.run()` serialises calls
 (through the session's ``executor`` when the transport gave it one, so all
 calls then run on that one thread, as OpenEnv's server does).
 """
@@ -54,7 +54,7 @@ logger = logging.getLogger("openenv.server")
 
 T = TypeVar("T")
 
-#: An :class:`Environment` subclass, or any zero-argument callable returning an environment.
+#: An [`Environment`][openenv.server.Environment] subclass, or any zero-argument callable returning an environment.
 EnvFactory = type[Environment[Any, Any, Any]] | Callable[[], Environment[Any, Any, Any]]
 
 WS_PATH = "/ws"
@@ -246,7 +246,7 @@ def _finite_reward(value: Any) -> Any:
 def http_step_result(observation: Any) -> dict[str, Any]:
     """The step result of HTTP ``/reset`` and ``/step`` (0.10's response model).
 
-    As :func:`step_result`, but the top-level ``metadata`` is always there
+    As `step_result()`, but the top-level ``metadata`` is always there
     (``null`` when empty) and ``reward`` is a float (or ``null``).
     """
     result = step_result(observation)
@@ -323,9 +323,9 @@ def _json_body(body: bytes, *, optional: bool) -> tuple[dict[str, Any] | None, H
 class Session:
     """One environment instance and its frames: ``handle(text) -> (reply, keep_open)``.
 
-    Made by :meth:`EnvProtocol.open_session` (a ``/ws`` connection) or by the
+    Made by `EnvProtocol.open_session()` (a ``/ws`` connection) or by the
     MCP method ``openenv/session/create`` (``POST /mcp``); either way it holds
-    one capacity slot until :meth:`EnvProtocol.end_session`.
+    one capacity slot until `EnvProtocol.end_session()`.
     """
 
     def __init__(self, protocol: EnvProtocol, env: Any, session_id: str, *, owner: str) -> None:
@@ -490,7 +490,7 @@ class EnvProtocol:
     """Everything one served environment factory needs, whatever the transport.
 
     Args:
-        factory: an :class:`Environment` subclass or a zero-argument callable
+        factory: an [`Environment`][openenv.server.Environment] subclass or a zero-argument callable
             returning an environment; called once per session and once per
             stateless HTTP request (``GET /state``, ``POST /reset``, ...).
         max_sessions: concurrent sessions (``/ws`` connections and
@@ -546,7 +546,7 @@ class EnvProtocol:
             return True
 
     def release_slot(self) -> None:
-        """Give back a slot taken by :meth:`reserve_slot`."""
+        """Give back a slot taken by `reserve_slot()`."""
         with self._lock:
             self._active -= 1
 
@@ -579,7 +579,7 @@ class EnvProtocol:
         """A new ``/ws`` session: (session, ``None``) or (``None``, the error frame to send before closing).
 
         Args:
-            reserved: the caller already holds a slot (from :meth:`reserve_slot`);
+            reserved: the caller already holds a slot (from `reserve_slot()`);
                 it becomes the session's (and is given back on failure).
         """
         if not reserved and not self.reserve_slot():
@@ -609,13 +609,13 @@ class EnvProtocol:
         return None, _error_frame(ErrorCode.SESSION_ERROR, error)
 
     def detach(self, session: Session) -> bool:
-        """The WebSocket of ``session`` went away; ``True`` if the session must now end (:meth:`end_session`)."""
+        """The WebSocket of ``session`` went away; ``True`` if the session must now end (`end_session()`)."""
         with self._lock:
             session.attached = False
             return session.owner == "ws" or session.closing
 
     def end_session(self, session: Session) -> None:
-        """Close the session's environment (through :meth:`Session.run`) and free its slot. Idempotent."""
+        """Close the session's environment (through `Session.run()`) and free its slot. Idempotent."""
         with self._lock:
             if session.ended:
                 return
@@ -785,7 +785,7 @@ class EnvProtocol:
         """``POST /mcp``: one JSON-RPC request; always ``200`` with a JSON-RPC response.
 
         Without ``params.session_id`` a throw-away instance answers; with it,
-        that session's environment (through :meth:`Session.run`).
+        that session's environment (through `Session.run()`).
         ``openenv/session/create`` makes a session (it takes a capacity slot),
         ``openenv/session/close`` ends one.
         """

@@ -1,6 +1,6 @@
-"""MCP tools for environments served by :mod:`openenv.server`.
+"""MCP tools for environments served by `openenv.server.app`.
 
-Mark environment methods with :func:`tool`; the server then answers MCP
+Mark environment methods with [`tool()`][openenv.server.tool]; the server then answers MCP
 requests for them, the way OpenEnv's ``MCPEnvironment`` does (JSON-RPC 2.0):
 
 * JSON-RPC ``tools/list`` / ``tools/call`` in ``mcp`` frames on ``/ws``,
@@ -9,8 +9,8 @@ requests for them, the way OpenEnv's ``MCPEnvironment`` does (JSON-RPC 2.0):
 * the step-loop actions ``{"type": "list_tools"}`` and ``{"type": "call_tool",
   "tool_name": ..., "arguments": {...}}`` in ``step`` frames, when the
   environment's action model has no ``type`` field of its own.  They are
-  handed to the environment's :meth:`~openenv.server.Environment.step_tool`
-  as a :class:`ListToolsAction` / :class:`CallToolAction` (it runs the tool;
+  handed to the environment's [`step_tool()`][openenv.server.Environment.step_tool]
+  as a `ListToolsAction` / `CallToolAction` (it runs the tool;
   override it to count the step or to score the call).  The reply is an
   ordinary step result whose observation carries ``tools`` or
   ``tool_name``/``result``/``error``, with the ``reward`` and ``done`` that
@@ -18,26 +18,30 @@ requests for them, the way OpenEnv's ``MCPEnvironment`` does (JSON-RPC 2.0):
   clients take for ``call_tool`` in simulation mode, as OpenEnv's
   ``MCPToolClient`` does.
 
-Example::
+**Example**
 
-    from openenv.server import Environment, tool
+```python
+from openenv.server import Environment, tool
 
-    class Calculator(Environment):
-        ...
-        @tool
-        def add(self, a: int, b: int) -> int:
-            "Add two integers."
-            return a + b
+class Calculator(Environment):
+    ...
+    @tool
+    def add(self, a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+```
 
 Each tool's input schema is built from its type hints with pydantic, and its
 arguments are validated with it before the method is called.  Results have the
-shape FastMCP gives through OpenEnv (snake-case keys, as its ``tools/call`` returns them)::
+shape FastMCP gives through OpenEnv (snake-case keys, as its ``tools/call`` returns them):
 
-    {"content": [{"type": "text", "text": "5", "annotations": null, "meta": null}],
-     "structured_content": {"result": 5}, "meta": {"fastmcp": {"wrap_result": true}},
-     "data": 5, "is_error": false}
+```python
+{"content": [{"type": "text", "text": "5", "annotations": null, "meta": null}],
+ "structured_content": {"result": 5}, "meta": {"fastmcp": {"wrap_result": true}},
+ "data": 5, "is_error": false}
+```
 
-Not served (see :mod:`openenv.server.app`): ``POST /mcp`` (answered ``501``,
+Not served (see `openenv.server.app`): ``POST /mcp`` (answered ``501``,
 so clients in production mode cannot use this server) and the WebSocket
 ``/mcp`` endpoint.
 """
@@ -332,7 +336,7 @@ class CallToolObservation(Observation):
 
 
 def tool_action(data: dict[str, Any]) -> ListToolsAction | CallToolAction:
-    """The action model of a step-loop MCP action (see :func:`is_mcp_action`)."""
+    """The action model of a step-loop MCP action (see `is_mcp_action()`)."""
     if data.get("type") == "list_tools":
         return ListToolsAction.model_construct(**data)
     fields = {key: value for key, value in data.items() if key != "arguments"}
@@ -370,8 +374,8 @@ def is_mcp_action(env: Any, data: dict[str, Any]) -> bool:
 def step_observation(env: Any, data: dict[str, Any]) -> Observation:
     """The observation of an MCP step-loop action: ``env.step_tool(action)`` when it has one.
 
-    Environments that are not :class:`~openenv.server.Environment` subclasses
-    (no ``step_tool``) get :func:`run_tool_action`.
+    Environments that are not [`Environment`][openenv.server.Environment] subclasses
+    (no ``step_tool``) get `run_tool_action()`.
     """
     action = tool_action(data)
     hook = getattr(env, "step_tool", None)

@@ -1,0 +1,181 @@
+# GENERATED from src/openenv/_async/connection.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The connection room of ``Env``: the session's WebSocket and its request loop.
+
+The sans-IO ``Session`` (``_core/session.py``) makes the decisions (whether a call
+may reconnect, what a lost connection means for the episode, which error to raise);
+this module does the IO they call for.  It knows nothing about MCP: the tools room
+(``_Tools`` in ``tools.py``) plugs in through ``_session_ws_url()`` and ``_on_open()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from typing_extensions import TypeVar
+from websockets.exceptions import ConnectionClosed
+
+from .._adapters import closed_error, connect_error, connect_kwargs
+from .._core import frames
+from .._core.errors import MessageTimeout, ProtocolError, ServerError
+from .._core.guard import InFlight
+from .._core.options import ClientOptions
+from .._core.session import RequestKind, Session
+from .._core.urls import Endpoints
+from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
+
+T = TypeVar("T")
+
+
+class _Connection:
+    """The socket and request internals of ``Env`` (a mixin: no public API, no constructor).
+
+    ``Env.__init__`` sets the attributes declared here.
+    """
+
+    _endpoints: Endpoints
+    _options: ClientOptions
+    _guard: InFlight
+    _stack: ExitStack | None
+    _ws: WebSocket | None
+    _loop: object
+    _session: Session
+
+    def _connect(self) -> None:
+        """Open the WebSocket unless one is open on this event loop (``Env.connect()``)."""
+        self._check_open()
+        with self._guard:
+            if self._ws is None or self._loop is not loop_token():
+                self._open()
+
+    def _session_ws_url(self) -> str:
+        """The ``/ws`` URL to open (the tools room attaches it to a session in production mode)."""
+        return self._endpoints.ws_url
+
+    def _on_open(self) -> None:
+        """Called once a new WebSocket is open, before its first request (the tools room checks the attach)."""
+
+    def _check_open(self) -> None:
+        self._session.check_open()
+
+    def _open(self) -> None:
+        """Open a new WebSocket (a new server session), dropping any previous one."""
+        self._shutdown(send_close=True)
+        self._session.opening()
+        self._check_open()
+        stack = ExitStack()
+        options = self._options
+        url = self._session_ws_url()
+        try:
+            ws = stack.enter_context(ws_connect(url, **connect_kwargs(options, self._endpoints)))
+        except Exception as exc:
+            error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
+            # the library's own text may quote a header value: chain it only when it is clean
+            raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
+        self._stack, self._ws, self._loop = stack, ws, loop_token()
+        self._session.opened()
+        if self._session.closed:  # close() ran while this connection was being opened
+            self._shutdown(send_close=True)
+            self._check_open()
+        self._on_open()
+
+    def _shutdown(self, *, send_close: bool) -> None:
+        """Close the current WebSocket, politely when ``send_close``; never raises."""
+        stack, ws = self._stack, self._ws
+        self._stack = self._ws = None
+        self._session.disconnected()
+        if stack is None or ws is None:
+            return
+        if self._loop is not loop_token():
+            ws_abandon(ws)  # bound to another event loop: it cannot be awaited here
+            return
+        try:
+            if send_close:
+                ws.send(frames.CLOSE_FRAME)
+            stack.close()
+        except Exception:
+            ws_abandon(ws)
+        except BaseException:
+            ws_abandon(ws)
+            raise
+
+    def _lose(self, reason: str) -> None:
+        """Close the socket; remember a lost episode so later calls say so."""
+        self._session.lose(reason)
+        self._shutdown(send_close=False)
+
+    def _lose_now(self, reason: str, *, had_episode: bool) -> None:
+        """Drop the socket at once, without a closing handshake (its state is unknown)."""
+        self._session.lose(reason, had_episode=had_episode)
+        ws = self._ws
+        self._stack = self._ws = None
+        if ws is not None:
+            ws_abandon(ws)
+
+    def _socket_for(self, kind: RequestKind) -> WebSocket:
+        if self._ws is not None and self._loop is not loop_token():
+            # never reuse a connection made on another event loop
+            self._lose(Session.OTHER_LOOP)
+        if self._session.needs_connection(kind) or self._ws is None:
+            self._open()
+        assert self._ws is not None
+        return self._ws
+
+    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
+        """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
+
+        The session decides what each outcome means (retry, lost episode);
+        any [`ProtocolError`][openenv.sync.ProtocolError], from the envelope check or from ``parse``,
+        closes the connection (its state is unknown), as the error promises.
+        """
+        session = self._session
+        session.check_open()
+        with self._guard:
+            for number in (1, 2):
+                reused = self._ws is not None
+                ws = self._socket_for(kind)
+                attempt = session.attempt(kind, number, reused=reused)
+                if ws_pending(ws):
+                    # a second reply to an earlier request: taking it as this call's reply would
+                    # shift every later reply by one, so the connection is dropped instead
+                    self._lose(Session.unsolicited_reason(kind))
+                    raise ProtocolError(Session.unsolicited_message(attempt))
+                try:
+                    try:
+                        ws.send(frame)
+                        attempt.sent = True
+                    except ConnectionClosed:
+                        pass  # the server may have said why before closing (CAPACITY_REACHED): read it
+                    raw = ws_recv(ws, self._options.message_timeout)
+                except ConnectionClosed as exc:
+                    error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
+                    self._lose(Session.closed_reason(kind))
+                    if session.may_retry(attempt, error):
+                        continue  # a stale socket with nothing to lose: one fresh try
+                    raise error from None
+                except TimeoutError:
+                    self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
+                    raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
+                except BaseException:
+                    # cancelled or interrupted mid-request: the reply may still come, never reuse it
+                    self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
+                    raise
+                try:
+                    data = frames.decode_reply(raw, kind.reply)
+                except ServerError as exc:
+                    reason = Session.server_error_reason(exc)
+                    if reason is not None:
+                        self._lose(reason)
+                    raise
+                except ProtocolError:
+                    self._lose(Session.protocol_reason(kind))
+                    raise
+                session.replied(kind)
+                # --- the reply's payload: a ProtocolError here closes the connection too ---
+                try:
+                    return parse(data)
+                except ProtocolError:
+                    self._lose(Session.protocol_reason(kind))
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
