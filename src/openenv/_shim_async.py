@@ -7,6 +7,7 @@ same names with the same parameters; ``tests/test_facades.py::test_shims_match``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -45,9 +46,28 @@ async def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return await asyncio.shield(asyncio.to_thread(fn, *args, **kwargs))
 
 
-def ws_connect(url: str, **options: Any) -> Any:
-    """A WebSocket connection to enter with ``enter_async_context``."""
-    return _connect(url, **options)
+if sys.version_info >= (3, 11):
+
+    def ws_connect(url: str, **options: Any) -> Any:
+        """A WebSocket connection to enter with ``enter_async_context``."""
+        return _connect(url, **options)
+
+else:
+
+    @contextlib.asynccontextmanager
+    async def ws_connect(url: str, **options: Any) -> Any:
+        """A WebSocket connection to enter with ``enter_async_context``.
+
+        On Python 3.10 a handshake that runs out of ``open_timeout`` raises
+        ``asyncio.TimeoutError``, which is not the built-in ``TimeoutError``
+        there: it is raised as the built-in one, as on 3.11+ and in the sync twin.
+        """
+        try:
+            ws = await _connect(url, **options)
+        except asyncio.TimeoutError as exc:
+            raise TimeoutError(str(exc) or "timed out during opening handshake") from exc
+        async with ws:
+            yield ws
 
 
 if sys.version_info >= (3, 11):
