@@ -374,6 +374,41 @@ async def test_two_replies_to_one_request_never_answer_the_next_call(raw_servers
     await assert_no_leaks(before)
 
 
+async def test_a_refusal_sent_on_accept_is_the_reply_not_an_unsolicited_message() -> None:
+    """OpenEnv's servers accept the WebSocket, send CAPACITY_REACHED at once, then close.
+
+    With the client used as a context manager the socket is open before the first call: the
+    refusal waiting on it is that call's answer (``CapacityReached``), not a
+    stray reply (``ProtocolError``).
+    """
+    from websockets.sync.server import serve as ws_serve
+
+    refusal = json.dumps(
+        {
+            "type": "error",
+            "data": {"code": "CAPACITY_REACHED", "message": "at capacity", "active_sessions": 1, "max_sessions": 1},
+        }
+    )
+
+    def handler(ws: Any) -> None:
+        ws.send(refusal)
+        time.sleep(0.3)
+        ws.close()
+
+    server = ws_serve(handler, "127.0.0.1", 0, compression=None)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        async with Env(f"http://127.0.0.1:{server.socket.getsockname()[1]}") as env:
+            await sleep(0.1)  # the refusal now waits on the fresh socket
+            with pytest.raises(CapacityReached) as info:
+                await env.reset()
+            assert info.value.max_sessions == 1
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
 # -- misuse ----------------------------------------------------------------------------------
 
 

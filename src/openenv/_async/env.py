@@ -145,6 +145,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         self._stack = None
         self._ws = None
         self._loop = None
+        self._asked = None
         self._session = Session(redact_url(self.base_url))
         self._children: list[Env[Any, Any, Any]] = []
         self._mcp = McpState()

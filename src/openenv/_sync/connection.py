@@ -39,6 +39,8 @@ class _Connection:
     _guard: InFlight
     _stack: ExitStack | None
     _ws: WebSocket | None
+    #: the socket that has carried a request (a message waiting on it answers none)
+    _asked: object
     _loop: object
     _session: Session
 
@@ -136,15 +138,18 @@ class _Connection:
                 reused = self._ws is not None
                 ws = self._socket_for(kind)
                 attempt = session.attempt(kind, number, reused=reused)
-                if ws_pending(ws):
+                if self._asked is ws and ws_pending(ws):
                     # a second reply to an earlier request: taking it as this call's reply would
-                    # shift every later reply by one, so the connection is dropped instead
+                    # shift every later reply by one, so the connection is dropped instead.  Only
+                    # on a socket that already carried a request: before that, what waits is the
+                    # server's own say (OpenEnv's servers send CAPACITY_REACHED right after accepting)
                     self._lose(Session.unsolicited_reason(kind))
                     raise ProtocolError(Session.unsolicited_message(attempt))
                 try:
                     try:
                         ws.send(frame)
                         attempt.sent = True
+                        self._asked = ws
                     except ConnectionClosed:
                         pass  # the server may have said why before closing (CAPACITY_REACHED): read it
                     raw = ws_recv(ws, self._options.message_timeout)
