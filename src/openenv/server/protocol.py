@@ -299,6 +299,20 @@ class _StepRequest(BaseModel):
     request_id: str | None = Field(default=None, max_length=255)
 
 
+def _validated_body(
+    body: bytes, model: type[BaseModel], *, optional: bool
+) -> tuple[dict[str, Any] | None, HttpReply | None]:
+    """The JSON object of a request body checked against ``model``, or the ``422`` FastAPI gives."""
+    data, error = _json_body(body, optional=optional)
+    if error is not None or data is None:
+        return None, error
+    try:
+        model.model_validate(data)
+    except ValidationError as exc:
+        return None, _unprocessable(_body_errors(exc, ("body",)))
+    return data, None
+
+
 def _json_body(body: bytes, *, optional: bool) -> tuple[dict[str, Any] | None, HttpReply | None]:
     """The JSON object of a request body, or the ``422`` FastAPI gives for it."""
     if not body.strip():
@@ -728,13 +742,9 @@ class EnvProtocol:
 
     def http_reset(self, body: bytes) -> HttpReply:
         """``POST /reset``: a fresh instance, reset with the body's keys (those it accepts), closed."""
-        data, error = _json_body(body, optional=True)
-        if error is not None or data is None:
+        data, error = _validated_body(body, _ResetRequest, optional=True)
+        if data is None:
             return error or _INTERNAL_ERROR
-        try:
-            _ResetRequest.model_validate(data)
-        except ValidationError as exc:
-            return _unprocessable(_body_errors(exc, ("body",)))
         try:
             env = self.factory()
         except Exception:
@@ -750,13 +760,9 @@ class EnvProtocol:
 
     def http_step(self, body: bytes) -> HttpReply:
         """``POST /step``: a fresh (never reset) instance runs ``{"action": ...}``, then is closed."""
-        data, error = _json_body(body, optional=False)
-        if error is not None or data is None:
+        data, error = _validated_body(body, _StepRequest, optional=False)
+        if data is None:
             return error or _INTERNAL_ERROR
-        try:
-            _StepRequest.model_validate(data)
-        except ValidationError as exc:
-            return _unprocessable(_body_errors(exc, ("body",)))
         action_data: dict[str, Any] = data["action"]
         extra = {k: v for k, v in data.items() if k != "action"}
         try:
