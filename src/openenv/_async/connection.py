@@ -193,7 +193,9 @@ class _Connection:
         request already waited).
         """
         try:
-            return await self._receive_reply(sent, parse, self._options.message_timeout if isinstance(timeout, EllipsisType) else timeout)
+            return await self._receive_reply(
+                sent, parse, self._options.message_timeout if isinstance(timeout, EllipsisType) else timeout
+            )
         finally:
             self._guard.__exit__(None, None, None)
 
