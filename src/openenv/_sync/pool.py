@@ -9,8 +9,7 @@ what each session is sent, applies the concurrency limit and keeps the books.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Callable, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic
 
@@ -339,8 +338,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Raises:
             PoolError: a session could not be opened (``errors`` by index).
-            CapacityReached: a server stayed full for ``capacity_timeout``
-                seconds (inside ``PoolError.errors``).
+            CapacityReached: the server stayed full for ``capacity_timeout``
+                seconds (when that is the only failure).
         """
         self._check_open()
         with self._guard:
@@ -357,8 +356,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                     raise exc
             ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
             first = next(iter(errors.values()))
-            if len(ours) != len(errors):
-                raise first
+            if len(ours) != len(errors) or all(isinstance(e, CapacityReached) for e in errors.values()):
+                raise first  # a full server: its CapacityReached says how long the pool waited
             raise PoolError(pool_error("opening", list(indices), {}, ours), [], ours) from first
 
     def _connect_env(self, env: Env[ActT, ObsT, StateT]) -> None:
@@ -832,31 +831,56 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._urls += urls
             self._core.resize(size)
 
-    @contextmanager
-    def checkout(self) -> Iterator[Env[ActT, ObsT, StateT]]:
+    def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
 
-        The session (the lowest free index) is skipped by nothing: while it
-        is out, a pool call naming it raises ``SessionBusy``.  Its episode
-        state is unknown when it comes back (no autoreset on its next step).
-        A ``TRL``-style pattern: each rollout worker checks a session out of a
-        shared pool.
+        Use it as a context manager (entered like the pool itself): the block
+        gets the [`Env`][openenv.sync.Env] of the lowest free session.  While it is out, a pool call naming that session raises
+        ``SessionBusy``.  Its episode state is unknown when it comes back (no
+        autoreset on its next step).  A TRL-style pattern: each rollout worker
+        checks a session out of a shared pool.
 
-        Yields:
-            The session's [`Env`][openenv.sync.Env].
+        Returns:
+            The context manager; entering it takes the session.
 
         Raises:
-            SessionBusy: no session is free (all checked out, busy or failed).
-            EnvClosed: the pool is closed.
+            SessionBusy: on entering, when no session is free (all checked out, busy or failed).
+            EnvClosed: on entering, when the pool is closed.
         """
+        return _Checkout(self)
+
+    def _take(self) -> tuple[int, Env[ActT, ObsT, StateT]]:
         self._check_open()
         index = self._core.checkout()
-        env = self._envs[index]
-        try:
-            yield env
-        finally:
-            if index < len(self._envs) and self._envs[index] is env:
-                self._core.checkin(index)
+        return index, self._envs[index]
+
+    def _give_back(self, index: int, env: Env[ActT, ObsT, StateT]) -> None:
+        if index < len(self._envs) and self._envs[index] is env:
+            self._core.checkin(index)
+
+
+class _Checkout(Generic[ActT, ObsT, StateT]):
+    """The context manager of ``EnvPool.checkout()``."""
+
+    def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
+        self._pool = pool
+        self._taken: tuple[int, Env[ActT, ObsT, StateT]] | None = None
+
+    def __enter__(self) -> Env[ActT, ObsT, StateT]:
+        if self._taken is not None:
+            raise RuntimeError("this checkout() is already in use; call checkout() again")
+        self._taken = self._pool._take()
+        return self._taken[1]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            self._pool._give_back(*taken)
 
 
 def _bind(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
