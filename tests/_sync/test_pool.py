@@ -363,3 +363,21 @@ def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> No
 
     with pytest.raises(PoolError, match="factory failed for index 2: RuntimeError: no such environment"):
         EnvPool.from_provider(broken, size=3, ready_timeout=30)
+
+
+@pytest.mark.docker
+def test_from_docker_image_runs_one_container_per_session_and_removes_them(docker_engine: Any) -> None:
+    mine = str(os.getpid())
+
+    def ours() -> list[Any]:
+        # sparse: no inspect per container (other tests' containers may vanish meanwhile)
+        labels = ["org.openenv.managed=1", f"org.openenv.pid={mine}"]
+        return list(docker_engine.containers.list(all=True, sparse=True, filters={"label": labels}))
+
+    with EnvPool.from_docker_image("openenv-test/echo:latest", size=3, ready_timeout=120) as pool:
+        assert len(ours()) == 3
+        assert len({env.base_url for env in pool.envs}) == 3
+        pool.reset()
+        results = pool.step([{"message": str(i)} for i in range(3)])
+        assert [r.observation["echoed_message"] for r in results] == ["0", "1", "2"]
+    assert ours() == []
