@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._core.codec import Codec
 from ._core.errors import (
+    BootstrapError,
     CapacityReached,
     CheckoutNotRunnable,
     ConnectError,
@@ -78,6 +79,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Action",
+    "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",
     "Codec",
