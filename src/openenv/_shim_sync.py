@@ -66,7 +66,9 @@ def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -
     with concurrent.futures.ThreadPoolExecutor(len(calls), thread_name_prefix="openenv-run-all") as pool:
         futures = [pool.submit(call) for call in calls]
         try:
-            concurrent.futures.wait(futures)
+            # in short slices: a pending Ctrl-C is handled between them even when no real signal wakes the wait
+            while concurrent.futures.wait(futures, timeout=0.1).not_done:
+                pass
         except BaseException:
             for future in futures:
                 future.cancel()

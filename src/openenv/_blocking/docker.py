@@ -240,9 +240,11 @@ def connect_client(timeout: float | None = None) -> DockerClient:
     try:
         client = docker.from_env(**kwargs)
         client.ping()
-    except Exception as exc:  # DockerException, requests errors, socket errors
+    except BaseException as exc:  # DockerException, requests errors, socket errors; Ctrl-C
         if client is not None:
             client.close()
+        if not isinstance(exc, Exception):
+            raise
         raise DockerUnavailable(f"no Docker engine answered at {where} ({_explain(exc)}); {_DAEMON_HINT}") from exc
     return client
 

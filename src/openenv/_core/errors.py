@@ -375,7 +375,8 @@ class BootstrapError(ProviderError):
 
     Attributes:
         failures: the index of each failed provider (its position in the
-            list given) and the error it raised.
+            list given) and the error it raised, by index.
+        total: how many providers were started together.
     """
 
     failures: dict[int, BaseException]
