@@ -129,3 +129,21 @@ async def test_message_timeout_in_a_task_that_absorbed_a_cancellation(server_fac
                 await env.step({"delta": 1, "sleep": 1.0})
 
     await asyncio.create_task(body())
+
+
+async def test_cancellation_while_many_servers_come_up_stops_them_all() -> None:
+    import sys
+
+    from openenv._async.bootstrap import start_providers
+    from openenv.aio import ProcessProvider
+
+    providers = [ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    task = asyncio.create_task(start_providers(providers, 30))
+    for _ in range(200):  # until all three are waiting (children started)
+        if all(p._child is not None for p in providers):
+            break
+        await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all(p._child is None for p in providers)

@@ -393,3 +393,23 @@ def test_option_defaults_are_defined_once() -> None:
             assert params[name].default == getattr(DEFAULTS, name), name
         for ctor in (cls.from_provider, cls.from_docker_image, cls.from_env):
             assert inspect.signature(ctor).parameters["ready_timeout"].default == READY_TIMEOUT
+
+
+def test_bootstrap_error_lists_each_failure_and_round_trips() -> None:
+
+    from openenv._core.errors import BootstrapError, ContainerExited, ProviderError, ReadinessTimeout
+
+    failures: dict[int, BaseException] = {
+        3: ReadinessTimeout("http://127.0.0.1:9 did not become healthy within 5.0 s", "line one\nline two"),
+        1: ContainerExited("openenv-x", 3, "fatal: no model"),
+    }
+    error = BootstrapError(failures, 4)
+    assert isinstance(error, ProviderError)
+    assert list(error.failures) == [1, 3]  # by index
+    text = str(error)
+    assert text.startswith("2 of 4 servers failed to start; every server was stopped:")
+    assert "[1] ContainerExited: container openenv-x exited before it became ready (exit code 3)" in text
+    assert "fatal: no model" in text and text.count("fatal: no model") == 1  # logs already in the message
+    assert "[3] ReadinessTimeout: http://127.0.0.1:9 did not become healthy" in text and "line two" in text
+    copy = pickle.loads(pickle.dumps(error))
+    assert str(copy) == text and list(copy.failures) == [1, 3] and copy.total == 4

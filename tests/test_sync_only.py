@@ -141,3 +141,40 @@ def test_ctrl_c_during_process_bootstrap_stops_the_process() -> None:
     timer.join()
     assert provider._child is None
     gc.collect()
+
+
+@pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+def test_ctrl_c_while_many_servers_come_up_stops_them_all_and_ends_the_threads() -> None:
+    import gc
+
+    from openenv._sync.bootstrap import start_providers
+    from openenv.sync import ProcessProvider
+
+    providers = [ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        start_providers(providers, 30)
+    timer.join()
+    assert all(p._child is None for p in providers)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
+    gc.collect()
+
+
+def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -> None:
+    from openenv._sync.bootstrap import start_providers
+    from openenv.sync import ProcessProvider
+
+    class BrokenStop(ProcessProvider):
+        def stop(self) -> None:
+            super().stop()
+            raise RuntimeError("stop broke")
+
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    providers = [BrokenStop(command), ProcessProvider(command), BrokenStop(command)]
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        start_providers(providers, 30)
+    timer.join()
+    assert all(p._child is None for p in providers)

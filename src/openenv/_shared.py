@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._core.codec import Codec
 from ._core.errors import (
+    BootstrapError,
     CapacityReached,
     CheckoutNotRunnable,
     ConnectError,
@@ -80,6 +81,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Action",
+    "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",
     "Codec",

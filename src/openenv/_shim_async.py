@@ -20,6 +20,7 @@ __all__ = [
     "sleep",
     "run_blocking",
     "run_cleanup",
+    "run_all",
     "ws_connect",
     "ws_recv",
     "ws_abandon",
@@ -46,6 +47,26 @@ async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 async def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run blocking teardown in a worker thread; cancelling the caller does not stop it."""
     return await asyncio.shield(asyncio.to_thread(fn, *args, **kwargs))
+
+
+async def run_all(
+    calls: Sequence[Callable[[], Awaitable[T]]], on_interrupt: Callable[[], Awaitable[Any]]
+) -> list[T | BaseException]:
+    """Run zero-argument coroutine functions at once; return each one's result, or the exception it raised, in order.
+
+    If the caller is cancelled meanwhile, every call is cancelled and has
+    ended, then ``on_interrupt()`` runs (the sync side needs it to end its
+    threads: it stops what the calls wait on), and the cancellation propagates.
+    """
+    tasks = [asyncio.ensure_future(call()) for call in calls]
+    try:
+        return await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        await on_interrupt()
+        raise
 
 
 if sys.version_info >= (3, 11):

@@ -5,6 +5,7 @@ Same names and parameters as ``_shim_async``; nothing here imports asyncio.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ __all__ = [
     "sleep",
     "run_blocking",
     "run_cleanup",
+    "run_all",
     "ws_connect",
     "ws_recv",
     "ws_abandon",
@@ -43,6 +45,41 @@ def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run blocking teardown."""
     return fn(*args, **kwargs)
+
+
+def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -> list[T | BaseException]:
+    """Run zero-argument functions at once; return each one's result, or the exception it raised, in order.
+
+    Each call runs in a thread of a short-lived pool whose threads have all
+    ended when this returns (a single call runs in the calling thread).  If
+    the caller is interrupted meanwhile (Ctrl-C), the calls not yet begun are
+    dropped, ``on_interrupt()`` runs (it must make the running calls end, for
+    example by stopping what they wait on), the threads are joined, and the
+    interrupt propagates.
+    """
+    if len(calls) == 1:
+        try:
+            return [calls[0]()]
+        except Exception as exc:
+            return [exc]
+    results: list[T | BaseException] = []
+    if not calls:
+        return results
+    with concurrent.futures.ThreadPoolExecutor(len(calls), thread_name_prefix="openenv-run-all") as pool:
+        futures = [pool.submit(call) for call in calls]
+        try:
+            # in short slices: a pending Ctrl-C is handled between them even when no real signal wakes the wait
+            while concurrent.futures.wait(futures, timeout=0.1).not_done:
+                pass
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            on_interrupt()
+            raise  # leaving the block joins the threads
+    for future in futures:
+        error = future.exception()
+        results.append(error if error is not None else future.result())
+    return results
 
 
 def ws_connect(url: str, **options: Any) -> Any:

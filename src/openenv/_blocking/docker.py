@@ -53,6 +53,7 @@ __all__ = [
     "connect_client",
     "image_present",
     "pull_image",
+    "pull_if_missing",
     "start_container",
     "container_status",
     "container_logs_tail",
@@ -130,6 +131,19 @@ def _lock(client: Any) -> threading.RLock:
         if lock is None:
             lock = threading.RLock()
             _locks[client] = lock
+        return lock
+
+
+# One pull of an image at a time in this process (many providers of one image may start at once).
+_image_locks: dict[tuple[str, str | None], threading.RLock] = {}
+
+
+def _image_lock(image: str) -> threading.RLock:
+    key = _split_reference(image)
+    with _locks_guard:
+        lock = _image_locks.get(key)
+        if lock is None:
+            lock = _image_locks[key] = threading.RLock()
         return lock
 
 
@@ -226,9 +240,11 @@ def connect_client(timeout: float | None = None) -> DockerClient:
     try:
         client = docker.from_env(**kwargs)
         client.ping()
-    except Exception as exc:  # DockerException, requests errors, socket errors
+    except BaseException as exc:  # DockerException, requests errors, socket errors; Ctrl-C
         if client is not None:
             client.close()
+        if not isinstance(exc, Exception):
+            raise
         raise DockerUnavailable(f"no Docker engine answered at {where} ({_explain(exc)}); {_DAEMON_HINT}") from exc
     return client
 
@@ -299,7 +315,7 @@ def pull_image(
     """
     errors = _docker_errors()
     repo, tag = _split_reference(image)
-    with _lock(client):
+    with _image_lock(image), _lock(client):
         last: str | None = None
         try:
             stream: Iterator[dict[str, Any]] = client.api.pull(repo, tag=tag, stream=True, decode=True)
@@ -331,6 +347,30 @@ def pull_image(
             raise ImageNotFound(f"image {image} is absent after a successful pull", image) from exc
         except Exception as exc:
             raise _provider_error(f"cannot inspect pulled image {image}", exc) from exc
+
+
+def pull_if_missing(
+    client: DockerClient,
+    image: str,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> bool:
+    """Pull ``image`` unless it is present locally; return whether it was pulled.
+
+    Calls for the same image from several threads (several providers of one
+    image starting at once) pull it once: the others wait for that pull and
+    then find the image present.
+
+    Raises:
+        ImageNotFound: the registry does not have the repository or the tag.
+        DockerUnavailable: the engine did not answer.
+        ProviderError: any other pull failure (network, auth, disk, ...).
+    """
+    with _image_lock(image):
+        if image_present(client, image):
+            return False
+        pull_image(client, image, progress=progress)
+        return True
 
 
 # --------------------------------------------------------------------------- containers

@@ -365,7 +365,41 @@ class CheckoutNotRunnable(ProviderError):
         return (type(self), (str(self), self.directory, self.probe_error))
 
 
+class BootstrapError(ProviderError):
+    """Some of several servers started together failed; every one that started was stopped.
+
+    Raised when starting more than one provider at once (a pool of servers);
+    with a single provider its own error is raised instead.  The message lists
+    each failed provider's index and its error's message (with the server's
+    last log lines when the provider gave them).
+
+    Attributes:
+        failures: the index of each failed provider (its position in the
+            list given) and the error it raised, by index.
+        total: how many providers were started together.
+    """
+
+    failures: dict[int, BaseException]
+
+    def __init__(self, failures: Mapping[int, BaseException], total: int = 0) -> None:
+        self.failures = dict(sorted(failures.items()))
+        self.total = total or len(self.failures)
+        lines = [f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped:"]
+        for index, exc in self.failures.items():
+            text = str(exc) or type(exc).__name__
+            logs = getattr(exc, "logs", "")
+            tail = _tail_text(logs).strip() if isinstance(logs, str) else ""
+            if tail and tail not in text:
+                text += "; last log lines:\n" + tail
+            lines.append(f"  [{index}] {type(exc).__name__}: " + text.replace("\n", "\n      "))
+        super().__init__("\n".join(lines))
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.failures, self.total))
+
+
 __all__ += [
+    "BootstrapError",
     "ProviderError",
     "DockerUnavailable",
     "ImageNotFound",

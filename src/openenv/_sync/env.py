@@ -27,6 +27,7 @@ from .._core.options import (
 )
 from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
+from .bootstrap import start_providers
 from .connection import _Connection
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 from .tools import _Tools
@@ -307,8 +308,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         if "verify" in options and isinstance(provider, ServerProvider):
             provider.verify = options["verify"]
         try:
-            base_url = provider.start()
-            provider.wait_until_ready(base_url, ready_timeout)
+            (base_url,) = start_providers([provider], ready_timeout)  # the path pools take too
             resolved = _schema_codec(codec, base_url, options)
             env = cls(base_url, codec=resolved, **options)
         except BaseException:

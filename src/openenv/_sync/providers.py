@@ -93,6 +93,7 @@ class ServerProvider:
     """
 
     verify: VerifyTypes = True
+    _stopped: bool = False  # set by the built-in providers' stop(): ends a readiness wait at once
 
     def start(self) -> str:
         """Start the server and return its base URL (see [`Provider.start()`][openenv.sync.Provider.start])."""
@@ -136,6 +137,8 @@ class ServerProvider:
             verify = ClientOptions(verify=check_verify(self.verify)).http_verify()
         with httpx.Client(trust_env=not endpoints.is_local, verify=verify) as http:
             for attempt in itertools.count():
+                if self._stopped:  # stop() ran meanwhile (another server of a pool failed, Ctrl-C): end now
+                    raise ProviderError(f"{self!r} was stopped before it became ready")
                 if attempt % 4 == 0:  # is it still alive? (a Docker inspect; not on every poll)
                     self.check()
                 try:
@@ -215,8 +218,13 @@ class DockerProvider(ServerProvider):
     def start(self) -> str:
         """Pull the image if needed, start the container, and return its URL."""
         run_blocking(self._connect)
-        if self.pull or (self.pull is None and not run_blocking(_docker.image_present, self._client, self.image)):
-            run_blocking(_docker.pull_image, self._client, self.image, progress=self.progress)
+        client = self._client
+        if client is None:
+            raise ProviderError(f"{self!r} was stopped while it started")
+        if self.pull:
+            run_blocking(_docker.pull_image, client, self.image, progress=self.progress)
+        elif self.pull is None:  # pulled once even when many providers of the image start at once
+            run_blocking(_docker.pull_if_missing, client, self.image, progress=self.progress)
         info = run_blocking(self._start_container)
         return info.base_url
 
@@ -257,19 +265,21 @@ class DockerProvider(ServerProvider):
 
     def check(self) -> None:
         """Raise [`ContainerExited`][openenv.sync.ContainerExited] (exit code and logs) if the container stopped."""
-        if self.container_id is None:
+        client = self._client
+        if self.container_id is None or client is None:  # not started yet, or stopped
             return
-        status, code = run_blocking(_docker.container_status, self._client, self.container_id)
+        status, code = run_blocking(_docker.container_status, client, self.container_id)
         if status not in ("running", "created", "restarting"):
             logs = self.logs()
             raise ContainerExited(self.name, code, logs, status=status)
 
     def logs(self) -> str:
         """The container's last log lines."""
-        if self.container_id is None:
+        client = self._client
+        if self.container_id is None or client is None:
             return ""
         try:
-            return run_blocking(_docker.container_logs_tail, self._client, self.container_id, 20)
+            return run_blocking(_docker.container_logs_tail, client, self.container_id, 20)
         except ProviderError:
             return ""
 

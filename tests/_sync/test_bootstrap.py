@@ -1,0 +1,295 @@
+# GENERATED from tests/_async/test_bootstrap.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""``start_providers``: N servers start at once, fail together, and leave nothing behind, in both twins."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import urllib.request
+from typing import Any
+
+import httpx
+import pytest
+
+from openenv._sync.bootstrap import start_providers
+from openenv._sync.providers import DockerProvider, ProcessProvider
+from openenv.sync import BootstrapError, ContainerExited, Env, ProviderError, ReadinessTimeout
+
+from ..helpers_sync import run_in_thread
+
+ECHO = "openenv-test/echo:latest"
+EXITS = "openenv-test/exits:latest"
+REGISTRY = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+class Recorder:
+    """A provider of an already-running server that records the order of the calls it gets.
+
+    Its ``start`` waits on a shared barrier (through ``run_in_thread``): it
+    returns only if every provider of the barrier is starting at the same time.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        events: list[tuple[str, int]],
+        index: int,
+        barrier: threading.Barrier | None = None,
+        fail_start: BaseException | None = None,
+        fail_wait: BaseException | None = None,
+        fail_stop: BaseException | None = None,
+    ) -> None:
+        self.url = url
+        self.events = events
+        self.index = index
+        self.barrier = barrier
+        self.fail_start = fail_start
+        self.fail_wait = fail_wait
+        self.fail_stop = fail_stop
+        self.stopped = 0
+
+    def start(self) -> str:
+        self.events.append(("start", self.index))
+        if self.barrier is not None:
+            run_in_thread(self.barrier.wait)
+        if self.fail_start is not None:
+            raise self.fail_start
+        return self.url
+
+    def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
+        assert base_url == self.url
+        self.events.append(("wait", self.index))
+        if self.fail_wait is not None:
+            raise self.fail_wait
+
+    def stop(self) -> None:
+        self.stopped += 1
+        if self.fail_stop is not None:
+            raise self.fail_stop
+
+
+def _echo_providers(n: int) -> list[ProcessProvider]:
+    return [ProcessProvider.for_environment("echo") for _ in range(n)]
+
+
+def _stop(providers: list[Any]) -> None:
+    for provider in providers:
+        provider.stop()
+
+
+def test_three_local_servers_start_and_their_urls_keep_the_order() -> None:
+    providers = _echo_providers(3)
+    try:
+        urls = start_providers(providers, 30)
+        assert urls == [f"http://127.0.0.1:{p.port}" for p in providers]
+        assert len(set(urls)) == 3
+        for url in urls:
+            with Env(url) as env:
+                env.reset()
+                assert (env.step({"message": url})).observation["echoed_message"] == url
+        children = [p._child for p in providers]
+        assert all(child is not None and _alive(child.pid) for child in children)
+    finally:
+        _stop(providers)
+    assert not any(_alive(child.pid) for child in children if child is not None)
+
+
+def test_every_start_begins_before_any_wait_and_the_starts_overlap(echo_server: Any) -> None:
+    events: list[tuple[str, int]] = []
+    barrier = threading.Barrier(3, timeout=20)  # broken (an error) unless the three starts run at once
+    providers = [Recorder(echo_server.url, events, i, barrier) for i in range(3)]
+    assert start_providers(providers, 10) == [echo_server.url] * 3
+    assert sorted(events[:3]) == [("start", 0), ("start", 1), ("start", 2)]
+    assert sorted(events[3:]) == [("wait", 0), ("wait", 1), ("wait", 2)]
+    assert [p.stopped for p in providers] == [0, 0, 0]
+
+
+def test_the_readiness_waits_overlap(echo_server: Any) -> None:
+    events: list[tuple[str, int]] = []
+    barrier = threading.Barrier(3, timeout=20)
+
+    class Waits(Recorder):
+        def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
+            super().wait_until_ready(base_url, timeout)
+            run_in_thread(barrier.wait)  # passes only if the three waits run at once
+
+    providers = [Waits(echo_server.url, events, i) for i in range(3)]
+    assert start_providers(providers, 10) == [echo_server.url] * 3
+
+
+def test_one_failed_start_of_three_stops_the_others_and_says_which() -> None:
+    providers: list[Any] = _echo_providers(3)
+    events: list[tuple[str, int]] = []
+    providers[1] = Recorder("http://127.0.0.1:9", events, 1, fail_start=ProviderError("no capacity left in zone b"))
+    with pytest.raises(BootstrapError) as info:
+        start_providers(providers, 30)
+    error = info.value
+    assert isinstance(error, ProviderError)
+    assert list(error.failures) == [1]
+    assert str(error.failures[1]) == "no capacity left in zone b"
+    assert "[1] ProviderError: no capacity left in zone b" in str(error)
+    assert "1 of 3 servers failed" in str(error)
+    assert providers[1].stopped == 1
+    for provider in (providers[0], providers[2]):
+        assert provider._child is None  # stopped: the process is gone
+
+
+def test_a_server_that_dies_while_the_others_come_up_is_named_with_its_output() -> None:
+    code = "import sys; print('fatal: cannot load environment', file=sys.stderr); sys.exit(3)"
+    providers = _echo_providers(3)
+    providers[1] = ProcessProvider([sys.executable, "-c", code])
+    with pytest.raises(BootstrapError) as info:
+        start_providers(providers, 30)
+    assert list(info.value.failures) == [1]
+    message = str(info.value)
+    assert "[1] ProviderError:" in message and "exited with code 3" in message
+    assert "fatal: cannot load environment" in message
+    assert all(p._child is None for p in providers)
+
+
+def test_every_failure_is_listed_with_the_logs_the_provider_gave(echo_server: Any) -> None:
+    events: list[tuple[str, int]] = []
+    timeout = ReadinessTimeout("http://127.0.0.1:1 did not become healthy within 1.0 s", "booting...\nstill booting")
+    providers = [
+        Recorder(echo_server.url, events, 0, fail_wait=timeout),
+        Recorder(echo_server.url, events, 1),
+        Recorder(echo_server.url, events, 2, fail_wait=ValueError("bad config")),
+    ]
+    with pytest.raises(BootstrapError) as info:
+        start_providers(providers, 10)
+    assert info.value.failures == {0: timeout, 2: providers[2].fail_wait}
+    message = str(info.value)
+    assert "2 of 3 servers failed" in message
+    assert "[0] ReadinessTimeout: http://127.0.0.1:1 did not become healthy" in message
+    assert "still booting" in message
+    assert "[2] ValueError: bad config" in message
+    assert info.value.__cause__ is timeout
+    assert [p.stopped for p in providers] == [1, 1, 1]
+
+
+def test_a_stop_that_raises_does_not_keep_the_others_running() -> None:
+    providers: list[Any] = _echo_providers(3)
+    events: list[tuple[str, int]] = []
+    providers[0] = Recorder(
+        "http://127.0.0.1:9", events, 0, fail_wait=ProviderError("never ready"), fail_stop=RuntimeError("stop broke")
+    )
+    with pytest.raises(BootstrapError) as info:
+        start_providers(providers, 30)
+    assert list(info.value.failures) == [0]
+    assert providers[0].stopped == 1
+    assert providers[1]._child is None and providers[2]._child is None
+
+
+def test_a_single_provider_raises_its_own_error_unchanged() -> None:
+    events: list[tuple[str, int]] = []
+    failure = ContainerExited("c1", 3, "boom")
+    provider = Recorder("http://127.0.0.1:9", events, 0, fail_wait=failure)
+    with pytest.raises(ContainerExited) as info:
+        start_providers([provider], 10)
+    assert info.value is failure
+    assert provider.stopped == 1
+
+
+def test_a_single_server_that_never_gets_ready_is_a_readiness_timeout() -> None:
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+    with pytest.raises(ReadinessTimeout, match="did not become healthy within 0.3 s"):
+        start_providers([provider], 0.3)
+    assert provider._child is None
+
+
+def test_no_providers_start_nothing() -> None:
+    assert start_providers([], 10) == []
+
+
+# --------------------------------------------------------------------------- docker
+
+
+def _ours(engine: Any) -> list[Any]:
+    mine = str(os.getpid())
+    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    return [c for c in found if c.labels.get("org.openenv.pid") == mine]
+
+
+@pytest.mark.docker
+def test_bootstrap_three_containers(docker_engine: Any) -> None:
+    providers = [DockerProvider(ECHO) for _ in range(3)]
+    try:
+        urls = start_providers(providers, 60)
+        assert len(set(urls)) == 3
+        for provider, url in zip(providers, urls, strict=True):
+            container = docker_engine.containers.get(provider.container_id)
+            port = container.attrs["NetworkSettings"]["Ports"]["8000/tcp"][0]["HostPort"]
+            assert url == f"http://127.0.0.1:{port}"
+            with httpx.Client(trust_env=False) as http:
+                assert (http.get(f"{url}/health")).status_code == 200
+    finally:
+        _stop(providers)
+    assert _ours(docker_engine) == []
+
+
+@pytest.mark.docker
+def test_bootstrap_one_container_of_three_exits_and_nothing_is_left(docker_engine: Any) -> None:
+    providers = [DockerProvider(ECHO), DockerProvider(EXITS), DockerProvider(ECHO)]
+    with pytest.raises(BootstrapError) as info:
+        start_providers(providers, 60)
+    assert list(info.value.failures) == [1]
+    failure = info.value.failures[1]
+    assert isinstance(failure, ContainerExited)
+    assert f"[1] ContainerExited: container {providers[1].name} exited" in str(info.value)
+    assert "fatal: cannot load environment (test image)" in str(info.value)  # its log lines
+    assert _ours(docker_engine) == []
+
+
+@pytest.mark.docker
+def test_bootstrap_pulls_a_missing_image_once_for_many_providers(
+    docker_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker.errors
+
+    from openenv._blocking import docker as blocking_docker
+
+    image = f"{REGISTRY}/openenv-echo-env:latest"
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://{REGISTRY}/v2/", timeout=2):
+            pass
+    except OSError:
+        pytest.skip(f"no loopback registry answers at {REGISTRY} (python3 scripts/docker_setup.py starts it)")
+    try:
+        docker_engine.images.remove(image)
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"cannot remove {image}: {exc}")
+    pulls: list[str] = []
+    real_pull = blocking_docker.pull_image
+
+    def counting_pull(*args: Any, **kwargs: Any) -> str:
+        pulls.append(args[1])
+        return real_pull(*args, **kwargs)
+
+    monkeypatch.setattr(blocking_docker, "pull_image", counting_pull)
+    providers = [DockerProvider(image) for _ in range(3)]
+    try:
+        urls = start_providers(providers, 60)
+        assert len(urls) == 3
+        assert pulls == [image]
+    finally:
+        _stop(providers)
+        try:
+            docker_engine.images.remove(image)
+        except docker.errors.APIError:
+            pass
+    assert _ours(docker_engine) == []
