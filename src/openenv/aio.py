@@ -9,6 +9,7 @@ from ._async import DockerProvider as DockerProvider
 from ._async import Env as Env
 from ._async import ProcessProvider as ProcessProvider
 from ._async import Provider as Provider
+from ._async import RayProvider as RayProvider
 from ._async import ServerProvider as ServerProvider
 from ._async import environment_factory as environment_factory
 from ._core.codec import Codec as Codec
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
     from ._core.tool_models import Tool as Tool
     from ._core.tool_models import ToolResult as ToolResult
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
+__all__ = [
+    "Env",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "RayProvider",
+    "environment_factory",
+    *_shared,
+]
 
 
 _getattr, _dir = lazy_exports(__name__, globals(), _shared)

@@ -14,6 +14,7 @@ from ._sync import DockerProvider as DockerProvider
 from ._sync import Env as Env
 from ._sync import ProcessProvider as ProcessProvider
 from ._sync import Provider as Provider
+from ._sync import RayProvider as RayProvider
 from ._sync import ServerProvider as ServerProvider
 from ._sync import environment_factory as environment_factory
 
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
     from ._core.tool_models import Tool as Tool
     from ._core.tool_models import ToolResult as ToolResult
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
+__all__ = [
+    "Env",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "RayProvider",
+    "environment_factory",
+    *_shared,
+]
 
 
 _getattr, _dir = lazy_exports(__name__, globals(), _shared)

@@ -3,6 +3,15 @@
 
 from .env import Env
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+from .ray import RayProvider
 from .trl import environment_factory
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"]
+__all__ = [
+    "Env",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "RayProvider",
+    "environment_factory",
+]
