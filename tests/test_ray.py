@@ -268,3 +268,26 @@ def test_the_guide_example_runs() -> None:
     assert blocks, "the guide's Ray example (marked for nox -s ray) was not found"
     for code in blocks:
         exec(compile(code, "docs/guides/distributed.md", "exec"), {"__name__": "docs_example"})
+
+
+def test_a_pool_resizes_and_closes_without_leaving_actors() -> None:
+    import openenv.sync
+
+    if not hasattr(openenv.sync, "EnvPool"):
+        pytest.skip("EnvPool.from_provider is built on another branch")
+    made: list[RayProvider] = []
+
+    def factory(index: int) -> RayProvider:
+        made.append(RayProvider("echo"))
+        return made[-1]
+
+    pool = openenv.sync.EnvPool.from_provider(factory, size=2)
+    try:
+        assert {p.actor_name for p in made} <= _our_actors()
+        pool.resize(3)
+        assert len(made) == 3 and {p.actor_name for p in made} <= _our_actors()
+        pool.resize(1)
+        _wait_for(lambda: len(_our_actors() & {p.actor_name for p in made}) == 1, "resize(1) left actors alive")
+    finally:
+        pool.close()
+    _wait_for(lambda: not _our_actors(), "actors alive after the pool closed")
