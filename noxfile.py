@@ -5,6 +5,7 @@
     nox -s unasync -- --check        verify the generated twin is up to date
     nox -s docker                    set up a Docker engine + test images, run -m docker
     nox -s interop                   run -m interop (released OpenEnv packages)
+    nox -s ray                       start a local Ray cluster, run -m ray (RayProvider)
     nox -s build                     sdist + wheel, install the wheel in a fresh venv, import
     nox -s demo                      python -m openenv run
     nox -s docs                      build the documentation site (strict) and run its examples
@@ -120,7 +121,7 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Everything except the docker and interop suites; extra args go to pytest."""
     session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
-    _pytest(session, "-m", "not docker and not interop", *session.posargs)
+    _pytest(session, "-m", "not docker and not interop and not ray", *session.posargs)
 
 
 def _check_lowest() -> list[str]:
@@ -173,7 +174,9 @@ def matrix(session: nox.Session, deps: str, whole: bool) -> None:
     if deps == "lowest":
         session.run("python", "-c", _ASSERT_LOWEST, *(f"{n}=={v}" for n, v in LOWEST.items()))
     ignore = [] if whole else [f"--ignore={path}" for path in MATRIX_SUBSET_IGNORE]
-    _pytest(session, "-m", "not docker and not interop", "-p", "no:cacheprovider", *ignore, *session.posargs)
+    _pytest(
+        session, "-m", "not docker and not interop and not ray", "-p", "no:cacheprovider", *ignore, *session.posargs
+    )
 
 
 # The lowest leg must really run on the floors (a stray upgrade would hide a broken floor).
@@ -197,6 +200,13 @@ def docker(session: nox.Session) -> None:
     else:
         session.warn("scripts/docker_setup.py is missing; assuming a Docker engine is running")
     _pytest(session, "-m", "docker", *session.posargs)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """RayProvider against a local, loopback-only Ray cluster that the tests start (-m ray)."""
+    session.install("-e", ".[ray]", *TEST_DEPS)
+    _pytest(session, "-m", "ray", *session.posargs)
 
 
 @nox.session

@@ -13,7 +13,16 @@ import openenv.aio as aio
 import openenv.sync as sync
 from openenv import _shared, _shim_async, _shim_sync
 
-FLAVOURED = {"Env", "EnvPool", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"}
+FLAVOURED = {
+    "Env",
+    "EnvPool",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "RayProvider",
+    "environment_factory",
+}
 
 
 def test_facades_export_the_same_names() -> None:
@@ -88,10 +97,11 @@ def test_importing_openenv_loads_no_flavour() -> None:
 
 
 def test_sync_facade_never_imports_asyncio() -> None:
-    code = "import openenv.sync, sys; print(*(m in sys.modules for m in ('asyncio', 'docker', 'pydantic')))"
+    code = "import openenv.sync, sys; print(*(m in sys.modules for m in ('asyncio', 'docker', 'pydantic', 'ray')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    # asyncio: never on the sync side; docker-py: only when Docker is used; pydantic: only for typed use
-    assert out.split() == ["False", "False", "False"]
+    # asyncio: never on the sync side; docker-py: only when Docker is used; pydantic: only for typed use;
+    # ray: only when a RayProvider starts
+    assert out.split() == ["False", "False", "False", "False"]
 
 
 @pytest.mark.parametrize("flavour", ["openenv.sync", "openenv.aio"])

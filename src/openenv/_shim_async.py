@@ -249,11 +249,3 @@ async def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> se
             delay = min(delay, left)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.002)
-
-
-async def run_all(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | BaseException]:
-    """Run the calls concurrently; return each one's result or the exception it raised, in order.
-
-    Cancelling the caller cancels them all (and waits for them).
-    """
-    return list(await asyncio.gather(*(call() for call in calls), return_exceptions=True))

@@ -156,25 +156,3 @@ def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> set[int]
             delay = min(delay, left)
         time.sleep(delay)
         delay = min(delay * 2, 0.002)
-
-
-def run_all(calls: Sequence[Callable[[], T]]) -> list[T | BaseException]:
-    """Run the calls concurrently (in worker threads); return each one's result or exception, in order.
-
-    Used to open or close many sessions at once (handshakes, provider stops);
-    the threads end before it returns.
-    """
-    if len(calls) <= 1:
-        return [_outcome(call) for call in calls]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(len(calls), 32), thread_name_prefix="openenv-pool") as executor:
-        futures = [executor.submit(_outcome, call) for call in calls]
-        return [future.result() for future in futures]
-
-
-def _outcome(call: Callable[[], T]) -> T | BaseException:
-    try:
-        return call()
-    except Exception as exc:  # noqa: BLE001 - returned to the caller, which decides
-        return exc

@@ -10,6 +10,7 @@ from ._async import Env as Env
 from ._async import EnvPool as EnvPool
 from ._async import ProcessProvider as ProcessProvider
 from ._async import Provider as Provider
+from ._async import RayProvider as RayProvider
 from ._async import ServerProvider as ServerProvider
 from ._async import environment_factory as environment_factory
 from ._core.codec import Codec as Codec
@@ -34,6 +35,7 @@ __all__ = [
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "RayProvider",
     "environment_factory",
     *_shared,
 ]

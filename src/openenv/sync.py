@@ -17,6 +17,7 @@ from ._sync import Env as Env
 from ._sync import EnvPool as EnvPool
 from ._sync import ProcessProvider as ProcessProvider
 from ._sync import Provider as Provider
+from ._sync import RayProvider as RayProvider
 from ._sync import ServerProvider as ServerProvider
 from ._sync import environment_factory as environment_factory
 
@@ -34,6 +35,7 @@ __all__ = [
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "RayProvider",
     "environment_factory",
     *_shared,
 ]

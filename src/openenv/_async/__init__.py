@@ -4,6 +4,16 @@
 from .env import Env
 from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+from .ray import RayProvider
 from .trl import environment_factory
 
-__all__ = ["Env", "EnvPool", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"]
+__all__ = [
+    "Env",
+    "EnvPool",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "RayProvider",
+    "environment_factory",
+]

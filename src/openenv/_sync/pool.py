@@ -348,7 +348,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         return self
 
     def _open_envs(self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int]) -> None:
-        outcomes = run_all([_bind(self._connect_env, env) for env in envs])
+        outcomes = run_all([_bind(self._connect_env, env) for env in envs], _noop)
         errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
         if errors:
             for exc in errors.values():
@@ -386,8 +386,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._envs[job.index]._abandon(sent)
         self._flight.clear()
         self._core.unqueue()
-        outcomes = run_all([env.close for env in self._envs])
-        outcomes += run_all([p.stop for p in self._providers if p is not None])
+        outcomes = run_all([env.close for env in self._envs], _noop)
+        outcomes += run_all([p.stop for p in self._providers if p is not None], _noop)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -804,8 +804,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 envs, providers = self._envs[size:], [p for p in self._providers[size:] if p is not None]
                 del self._envs[size:], self._providers[size:], self._urls[size:]
                 self._core.resize(size)
-                outcomes = run_all([env.close for env in envs])
-                outcomes += run_all([p.stop for p in providers])
+                outcomes = run_all([env.close for env in envs], _noop)
+                outcomes += run_all([p.stop for p in providers], _noop)
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):
                         raise outcome
@@ -823,7 +823,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 try:
                     self._open_envs(envs_new, indices)
                 except BaseException:
-                    run_all([env.close for env in envs_new])
+                    run_all([env.close for env in envs_new], _noop)
                     _stop_all([p for p in providers_new if p is not None])
                     raise
             self._envs += envs_new
@@ -881,6 +881,10 @@ class _Checkout(Generic[ActT, ObsT, StateT]):
         taken, self._taken = self._taken, None
         if taken is not None:
             self._pool._give_back(*taken)
+
+
+def _noop() -> None:
+    """Nothing to undo when opening or closing sessions is interrupted."""
 
 
 def _bind(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
@@ -963,7 +967,7 @@ class _Tagged:
 
 
 def _stop_all(providers: Sequence[Provider]) -> None:
-    run_all([p.stop for p in providers])
+    run_all([p.stop for p in providers], _noop)
 
 
 def _quietly(fn: Callable[[], Any]) -> None:

@@ -1,0 +1,77 @@
+"""RayProvider without a cluster: option checks, the URL's host, and the error when Ray is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from openenv._blocking import ray as _ray
+from openenv.sync import InvalidOption, RayProvider
+
+
+def test_options_are_passed_through_and_named_in_our_namespace() -> None:
+    strategy = object()  # any strategy object goes to Ray untouched
+    provider = RayProvider(
+        "echo",
+        num_cpus=0.5,
+        num_gpus=1,
+        memory=2**30,
+        resources={"env_slot": 1},
+        runtime_env={"env_vars": {"A": "1"}},
+        scheduling_strategy=strategy,
+        actor_options={"max_concurrency": 2},
+    )
+    assert provider.options == {
+        "name": provider.actor_name,
+        "namespace": "openenv",
+        "max_restarts": 0,
+        "num_cpus": 0.5,
+        "num_gpus": 1,
+        "memory": 2**30,
+        "resources": {"env_slot": 1},
+        "runtime_env": {"env_vars": {"A": "1"}},
+        "scheduling_strategy": strategy,
+        "max_concurrency": 2,
+    }
+    assert provider.actor_name.startswith("openenv-server-")
+    assert RayProvider("echo").actor_name != provider.actor_name
+    assert RayProvider("echo", actor_options={"name": "mine"}).actor_name == "mine"
+    assert "num_cpus" not in RayProvider("echo").options  # Ray's own default
+
+
+def test_what_would_leave_an_actor_behind_is_refused() -> None:
+    with pytest.raises(InvalidOption, match="detached"):
+        RayProvider("echo", actor_options={"lifetime": "detached"})
+    with pytest.raises(InvalidOption, match="max_restarts"):
+        RayProvider("echo", actor_options={"max_restarts": 3})
+    with pytest.raises(TypeError, match="exactly one"):
+        RayProvider()
+    with pytest.raises(TypeError, match="exactly one"):
+        RayProvider("echo", app="server.app:app")
+    with pytest.raises(InvalidOption):
+        RayProvider("echo", max_sessions=0)
+    with pytest.raises(InvalidOption):
+        RayProvider("echo", start_timeout=float("nan"))
+
+
+def test_the_url_names_the_node_for_a_wildcard_bind() -> None:
+    assert _ray.public_host("0.0.0.0", "10.0.0.7") == "10.0.0.7"
+    assert _ray.public_host("::", "fd00::7") == "[fd00::7]"
+    assert _ray.public_host("127.0.0.1", "10.0.0.7") == "127.0.0.1"
+
+
+def test_without_ray_starting_says_how_to_install_it() -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from openenv.sync import ProviderError, RayProvider\n"
+        "provider = RayProvider('echo')\n"
+        "try:\n"
+        "    provider.start()\n"
+        "except ProviderError as exc:\n"
+        "    print(exc)\n"
+        "provider.stop()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'openenv-twin[ray]'" in out
