@@ -291,21 +291,37 @@ def section_concurrent(workers: dict[str, Worker], url: str, sessions: int, step
     return {k: summarize(v) for k, v in raw.items()}
 
 
-def section_pool(workers: dict[str, Worker], url: str, size: int, n: int, rounds: int) -> dict[str, Any]:
+def server_timed(worker: Worker, server: Server, n: int) -> dict[str, Any]:
+    """One block of n batches, with the server's CPU time over it."""
+    c0 = server.cpu()
+    r = worker.call(op="batches", n=n)
+    r["server_cpu"] = server.cpu() - c0
+    return r
+
+
+def batch_summary(rs: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    s = summarize(rs)
+    s["steps_rate"] = s["rate"] * size
+    s["cpu_step"] = s["cpu"] / size
+    per_step = [r["server_cpu"] / (len(r["lat"]) * size) for r in rs]
+    busy = [r["server_cpu"] / r["wall"] for r in rs]
+    s["server_cpu_step"] = statistics.median(per_step)
+    s["server_busy"] = statistics.median(busy)
+    s["by_round"]["server_cpu_step"] = per_step
+    return s
+
+
+def section_pool(workers: dict[str, Worker], server: Server, size: int, n: int, rounds: int) -> dict[str, Any]:
     """N sessions per contender, all open for the whole section; a block is n batches."""
     kinds = list(workers)
     try:
         for kind in kinds:
-            workers[kind].call(op="mopen", url=url, size=size, message=MESSAGE, warmup=max(3, 200 // size))
-        raw = run_rounds(kinds, rounds, lambda k: workers[k].call(op="batches", n=n))
+            workers[kind].call(op="mopen", url=server.url, size=size, message=MESSAGE, warmup=max(3, 200 // size))
+        raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], server, n))
     finally:
         for kind in kinds:
             workers[kind].call(op="mclose")
-    out = {k: summarize(v) for k, v in raw.items()}
-    for s in out.values():
-        s["steps_rate"] = s["rate"] * size
-        s["cpu_step"] = s["cpu"] / size
-    return out
+    return {k: batch_summary(v, size) for k, v in raw.items()}
 
 
 def section_server(
@@ -316,27 +332,11 @@ def section_server(
     try:
         for kind in kinds:
             workers[kind].call(op="mopen", url=servers[kind].url, size=size, message=MESSAGE, warmup=10)
-
-        def once(kind: str) -> dict[str, Any]:
-            c0 = servers[kind].cpu()
-            r = workers[kind].call(op="batches", n=n)
-            r["server_cpu"] = servers[kind].cpu() - c0
-            return r
-
-        raw = run_rounds(kinds, rounds, once)
+        raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], servers[k], n))
     finally:
         for kind in kinds:
             workers[kind].call(op="mclose")
-    out: dict[str, Any] = {}
-    for kind, rs in raw.items():
-        s = summarize(rs)
-        s["steps_rate"] = s["rate"] * size
-        s["cpu_step"] = s["cpu"] / size
-        per_step = [r["server_cpu"] / (len(r["lat"]) * size) for r in rs]
-        s["server_cpu_step"] = statistics.median(per_step)
-        s["by_round"]["server_cpu_step"] = per_step
-        out[kind] = s
-    return out
+    return {k: batch_summary(v, size) for k, v in raw.items()}
 
 
 def section_boot(workers: dict[str, Worker], size: int, rounds: int) -> dict[str, Any]:
@@ -701,15 +701,16 @@ def markdown(results: dict[str, Any]) -> str:
                 "contender's sessions open for the whole section.",
                 "",
                 "| contender | batch p50 | p50 range over rounds | batch p99 | batches/s | steps/s "
-                "| client CPU/step | sync-pool's throughput / this |",
-                "|---|---|---|---|---|---|---|---|",
+                "| client CPU/step | server CPU/step | server busy | sync-pool's throughput / this |",
+                "|---|---|---|---|---|---|---|---|---|---|",
             ]
         )
         for k, v in pool.items():
             vs = f"{ref / v['rate']:.2f}×" if ref else "–"
             lines.append(
                 f"| {POOL_LABELS.get(k, k)} | {us(v['p50'])} | {us(v['p50_min'])} – {us(v['p50_max'])} | "
-                f"{us(v['p99'])} | {v['rate']:,.1f} | {v['steps_rate']:,.0f} | {us(v['cpu_step'])} | {vs} |"
+                f"{us(v['p99'])} | {v['rate']:,.1f} | {v['steps_rate']:,.0f} | {us(v['cpu_step'])} | "
+                f"{us(v['server_cpu_step'])} | {v['server_busy']:.0%} | {vs} |"
             )
         lines.append("")
     boot = res.get("boot")
@@ -747,9 +748,9 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{meta.get('server_batches')} batches per server per round. Server CPU from /proc "
                 "(user + system, all threads) over each block.",
                 "",
-                "| server | batch p50 | p50 range over rounds | steps/s | server CPU/step | client CPU/step "
-                "| steps/s vs 0.10.0 |",
-                "|---|---|---|---|---|---|---|",
+                "| server | batch p50 | p50 range over rounds | steps/s | server CPU/step | server busy "
+                "| client CPU/step | steps/s vs 0.10.0 |",
+                "|---|---|---|---|---|---|---|---|",
             ]
         )
         rel = srv.get("srv-rel", {}).get("steps_rate")
@@ -757,7 +758,8 @@ def markdown(results: dict[str, Any]) -> str:
             vs = f"{v['steps_rate'] / rel:.2f}×" if rel else "–"
             lines.append(
                 f"| {SERVER_LABELS.get(k, k)} | {us(v['p50'])} | {us(v['p50_min'])} – {us(v['p50_max'])} | "
-                f"{v['steps_rate']:,.0f} | {us(v['server_cpu_step'])} | {us(v['cpu_step'])} | {vs} |"
+                f"{v['steps_rate']:,.0f} | {us(v['server_cpu_step'])} | {v['server_busy']:.0%} | "
+                f"{us(v['cpu_step'])} | {vs} |"
             )
         lines.append("")
     elif "server" in meta.get("skipped", {}):
@@ -1033,7 +1035,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for size in (8, 32):
                     log(f"pool: {size} sessions, {pool_batches[size]} batches x {rounds} rounds of {pkinds}")
                     res[f"pool{size}"] = section_pool(
-                        {k: workers[k] for k in pkinds}, pserver.url, size, pool_batches[size], rounds
+                        {k: workers[k] for k in pkinds}, pserver, size, pool_batches[size], rounds
                     )
             finally:
                 pserver.stop()
