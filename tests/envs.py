@@ -91,6 +91,25 @@ class CounterEnv(BasicCounterEnv):
         return {"blob": "x" * action.size}
 
 
+class PeakEnv(CounterEnv):
+    """:class:`CounterEnv` that records the most steps ever running at once, over all its sessions."""
+
+    lock = threading.Lock()
+    running = 0
+    peak = 0
+
+    def _extra(self, action: BasicCounterAction) -> dict[str, Any]:
+        cls = PeakEnv
+        with cls.lock:
+            cls.running += 1
+            cls.peak = max(cls.peak, cls.running)
+        try:
+            return super()._extra(action)
+        finally:
+            with cls.lock:
+                cls.running -= 1
+
+
 class ToolCallObservation(Observation):
     """What OpenEnv's ``CallToolObservation`` looks like: ``tool_name`` is required."""
 

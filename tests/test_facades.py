@@ -13,7 +13,7 @@ import openenv.aio as aio
 import openenv.sync as sync
 from openenv import _shared, _shim_async, _shim_sync
 
-FLAVOURED = {"Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"}
+FLAVOURED = {"Env", "EnvPool", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"}
 
 
 def test_facades_export_the_same_names() -> None:

@@ -36,6 +36,7 @@ from ._core.errors import (
     MessageTooLarge,
     OpenEnvError,
     ParseError,
+    PoolError,
     PortNotPublished,
     ProtocolError,
     ProviderError,
@@ -49,6 +50,7 @@ from ._core.errors import (
     ToolNotFound,
     UnknownMessageType,
 )
+from ._core.pool import Completed, PoolMetrics
 from ._core.result import StepResult
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ __all__ = [
     "CapacityReached",
     "CheckoutNotRunnable",
     "Codec",
+    "Completed",
     "ConnectError",
     "ContainerExited",
     "DockerUnavailable",
@@ -104,6 +107,8 @@ __all__ = [
     "Observation",
     "OpenEnvError",
     "ParseError",
+    "PoolError",
+    "PoolMetrics",
     "ProtocolError",
     "ServerError",
     "ServerValidationError",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection as WebSocket
@@ -26,6 +26,8 @@ __all__ = [
     "ws_pending",
     "loop_token",
     "run_to_completion",
+    "ws_wait_any",
+    "run_all",
 ]
 
 T = TypeVar("T")
@@ -190,3 +192,47 @@ def loop_token() -> object:
 def run_to_completion(fn: Callable[[], Any]) -> None:
     """Run a zero-argument coroutine function to completion from plain code (``atexit``), on a fresh event loop."""
     asyncio.run(fn())
+
+
+def _ws_ready(ws: WebSocket) -> bool:
+    """Whether ``recv`` would return at once: a message is buffered, or the connection is closed.
+
+    Unknown websockets internals count as ready (the caller's ``recv`` then waits).
+    """
+    assembler = getattr(ws, "recv_messages", None)
+    frames = getattr(assembler, "frames", None)
+    if frames is None or getattr(assembler, "closed", True):
+        return True
+    return len(frames) > 0
+
+
+async def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> set[int]:
+    """Wait until at least one of ``sockets`` has a message to read (or is closed).
+
+    Returns the positions of every such socket; an empty set when ``timeout``
+    seconds passed first (``None``: no limit).  Nothing is read.  It polls
+    websockets' receive buffers on the event loop (a growing sleep, 50 µs to 2 ms),
+    so it starts no tasks.
+    """
+    loop = asyncio.get_running_loop()
+    end = None if timeout is None else loop.time() + timeout
+    delay = 0.00005
+    while True:
+        ready = {i for i, ws in enumerate(sockets) if _ws_ready(ws)}
+        if ready or not sockets:
+            return ready
+        if end is not None:
+            left = end - loop.time()
+            if left <= 0:
+                return ready
+            delay = min(delay, left)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.002)
+
+
+async def run_all(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T | BaseException]:
+    """Run the calls concurrently; return each one's result or the exception it raised, in order.
+
+    Cancelling the caller cancels them all (and waits for them).
+    """
+    return list(await asyncio.gather(*(call() for call in calls), return_exceptions=True))

@@ -6,7 +6,7 @@ Same names and parameters as ``_shim_async``; nothing here imports asyncio.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from websockets.sync.client import ClientConnection as WebSocket
@@ -23,6 +23,8 @@ __all__ = [
     "ws_pending",
     "loop_token",
     "run_to_completion",
+    "ws_wait_any",
+    "run_all",
 ]
 
 T = TypeVar("T")
@@ -82,3 +84,60 @@ def loop_token() -> object:
 def run_to_completion(fn: Callable[[], Any]) -> None:
     """Call a zero-argument function from plain code (``atexit``); the async side runs it on a fresh event loop."""
     fn()
+
+
+def _ws_ready(ws: WebSocket) -> bool:
+    """Whether ``recv`` would return at once: a message is buffered, or the connection is closed.
+
+    Unknown websockets internals count as ready (the caller's ``recv`` then waits).
+    """
+    assembler = getattr(ws, "recv_messages", None)
+    frames = getattr(assembler, "frames", None)
+    if frames is None or getattr(assembler, "closed", True):
+        return True
+    return not frames.empty()
+
+
+def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> set[int]:
+    """Wait until at least one of ``sockets`` has a message to read (or is closed).
+
+    Returns the positions of every such socket; an empty set when ``timeout``
+    seconds passed first (``None``: no limit).  Nothing is read.  It polls
+    websockets' receive buffers (filled by its reader threads) with a growing
+    sleep, 50 µs to 2 ms: no thread of its own.
+    """
+    end = None if timeout is None else time.monotonic() + timeout
+    delay = 0.00005
+    while True:
+        ready = {i for i, ws in enumerate(sockets) if _ws_ready(ws)}
+        if ready or not sockets:
+            return ready
+        if end is not None:
+            left = end - time.monotonic()
+            if left <= 0:
+                return ready
+            delay = min(delay, left)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.002)
+
+
+def run_all(calls: Sequence[Callable[[], T]]) -> list[T | BaseException]:
+    """Run the calls concurrently (in worker threads); return each one's result or exception, in order.
+
+    Used to open or close many sessions at once (handshakes, provider stops);
+    the threads end before it returns.
+    """
+    if len(calls) <= 1:
+        return [_outcome(call) for call in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(calls), 32), thread_name_prefix="openenv-pool") as executor:
+        futures = [executor.submit(_outcome, call) for call in calls]
+        return [future.result() for future in futures]
+
+
+def _outcome(call: Callable[[], T]) -> T | BaseException:
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - returned to the caller, which decides
+        return exc

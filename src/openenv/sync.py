@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from ._core.codec import Codec as Codec
 from ._core.errors import *  # noqa: F403 - the shared errors (``__all__`` below picks the public ones)
+from ._core.pool import Completed as Completed
+from ._core.pool import PoolMetrics as PoolMetrics
 from ._core.result import StepResult as StepResult
 from ._facade import lazy_exports
 from ._shared import __all__ as _shared
 from ._sync import DockerProvider as DockerProvider
 from ._sync import Env as Env
+from ._sync import EnvPool as EnvPool
 from ._sync import ProcessProvider as ProcessProvider
 from ._sync import Provider as Provider
 from ._sync import ServerProvider as ServerProvider
@@ -24,7 +27,16 @@ if TYPE_CHECKING:
     from ._core.tool_models import Tool as Tool
     from ._core.tool_models import ToolResult as ToolResult
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory", *_shared]
+__all__ = [
+    "Env",
+    "EnvPool",
+    "Provider",
+    "ServerProvider",
+    "DockerProvider",
+    "ProcessProvider",
+    "environment_factory",
+    *_shared,
+]
 
 
 _getattr, _dir = lazy_exports(__name__, globals(), _shared)

@@ -2,7 +2,8 @@
 """The hand-written client (the source of the generated blocking twin)."""
 
 from .env import Env
+from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 from .trl import environment_factory
 
-__all__ = ["Env", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"]
+__all__ = ["Env", "EnvPool", "Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "environment_factory"]

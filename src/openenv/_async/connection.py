@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from types import EllipsisType
 from typing import Any
 
 from typing_extensions import TypeVar
@@ -21,7 +22,7 @@ from .._core import frames
 from .._core.errors import MessageTimeout, ProtocolError, ServerError
 from .._core.guard import InFlight
 from .._core.options import ClientOptions
-from .._core.session import RequestKind, Session
+from .._core.session import Attempt, RequestKind, Session
 from .._core.urls import Endpoints
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 
@@ -127,60 +128,122 @@ class _Connection:
     async def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
         """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
 
-        The session decides what each outcome means (retry, lost episode);
-        any [`ProtocolError`][openenv.sync.ProtocolError], from the envelope check or from ``parse``,
-        closes the connection (its state is unknown), as the error promises.
+        The same as ``_send()`` then ``_receive()``: the session decides what each
+        outcome means (retry, lost episode); any [`ProtocolError`][openenv.sync.ProtocolError],
+        from the envelope check or from ``parse``, closes the connection (its state is
+        unknown), as the error promises.
         """
+        sent = await self._send(kind, frame)
+        return await self._receive(sent, parse)
+
+    async def _send(self, kind: RequestKind, frame: str) -> _Sent:
+        """The send half of a request: take the session's in-flight slot and send ``frame``.
+
+        The slot stays taken until ``_receive()`` (or ``_abandon()``) of the
+        returned ticket; in between, another call raises ``SessionBusy``.  Opens
+        the connection first when it must (a reset after a loss).
+        """
+        self._session.check_open()
+        self._guard.__enter__()
+        try:
+            return await self._send_attempt(kind, frame, 1)
+        except BaseException:
+            self._guard.__exit__(None, None, None)
+            raise
+
+    async def _send_attempt(self, kind: RequestKind, frame: str, number: int) -> _Sent:
         session = self._session
-        session.check_open()
-        with self._guard:
-            for number in (1, 2):
-                reused = self._ws is not None
-                ws = await self._socket_for(kind)
-                attempt = session.attempt(kind, number, reused=reused)
-                if self._asked is ws and ws_pending(ws):
-                    # a second reply to an earlier request: taking it as this call's reply would
-                    # shift every later reply by one, so the connection is dropped instead.  Only
-                    # on a socket that already carried a request: before that, what waits is the
-                    # server's own say (OpenEnv's servers send CAPACITY_REACHED right after accepting)
-                    await self._lose(Session.unsolicited_reason(kind))
-                    raise ProtocolError(Session.unsolicited_message(attempt))
-                try:
-                    try:
-                        await ws.send(frame)
-                        attempt.sent = True
-                        self._asked = ws
-                    except ConnectionClosed:
-                        pass  # the server may have said why before closing (CAPACITY_REACHED): read it
-                    raw = await ws_recv(ws, self._options.message_timeout)
-                except ConnectionClosed as exc:
-                    error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
-                    await self._lose(Session.closed_reason(kind))
-                    if session.may_retry(attempt, error):
-                        continue  # a stale socket with nothing to lose: one fresh try
-                    raise error from None
-                except TimeoutError:
-                    self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
-                    raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
-                except BaseException:
-                    # cancelled or interrupted mid-request: the reply may still come, never reuse it
-                    self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
-                    raise
-                try:
-                    data = frames.decode_reply(raw, kind.reply)
-                except ServerError as exc:
-                    reason = Session.server_error_reason(exc)
-                    if reason is not None:
-                        await self._lose(reason)
-                    raise
-                except ProtocolError:
-                    await self._lose(Session.protocol_reason(kind))
-                    raise
-                session.replied(kind)
-                # --- the reply's payload: a ProtocolError here closes the connection too ---
-                try:
-                    return parse(data)
-                except ProtocolError:
-                    await self._lose(Session.protocol_reason(kind))
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        reused = self._ws is not None
+        ws = await self._socket_for(kind)
+        attempt = session.attempt(kind, number, reused=reused)
+        if self._asked is ws and ws_pending(ws):
+            # a second reply to an earlier request: taking it as this call's reply would
+            # shift every later reply by one, so the connection is dropped instead.  Only
+            # on a socket that already carried a request: before that, what waits is the
+            # server's own say (OpenEnv's servers send CAPACITY_REACHED right after accepting)
+            await self._lose(Session.unsolicited_reason(kind))
+            raise ProtocolError(Session.unsolicited_message(attempt))
+        try:
+            await ws.send(frame)
+            attempt.sent = True
+            self._asked = ws
+        except ConnectionClosed:
+            pass  # the server may have said why before closing (CAPACITY_REACHED): read it
+        except BaseException:
+            # cancelled or interrupted mid-request: the reply may still come, never reuse it
+            self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
+            raise
+        return _Sent(kind, frame, attempt, ws)
+
+    def _abandon(self, sent: _Sent) -> None:
+        """Give up on a sent request without reading its reply: the session is lost (the reply may still come)."""
+        try:
+            if self._ws is sent.ws:
+                self._lose_now(Session.interrupted_reason(sent.kind), had_episode=sent.attempt.had_episode)
+        finally:
+            self._guard.__exit__(None, None, None)
+
+    async def _receive(
+        self, sent: _Sent, parse: Callable[[dict[str, Any]], T], *, timeout: float | None | EllipsisType = ...
+    ) -> T:
+        """The receive half of a request: read the reply of ``sent`` and return ``parse(data)``.
+
+        Releases the in-flight slot taken by ``_send()``, whatever happens.
+        ``timeout`` replaces ``message_timeout`` for this read (a pool whose
+        request already waited).
+        """
+        try:
+            return await self._receive_reply(
+                sent, parse, self._options.message_timeout if isinstance(timeout, EllipsisType) else timeout
+            )
+        finally:
+            self._guard.__exit__(None, None, None)
+
+    async def _receive_reply(self, sent: _Sent, parse: Callable[[dict[str, Any]], T], timeout: float | None) -> T:
+        session = self._session
+        while True:
+            kind, attempt, ws = sent.kind, sent.attempt, sent.ws
+            try:
+                raw = await ws_recv(ws, timeout)
+            except ConnectionClosed as exc:
+                error = closed_error(exc, kind.label, self._options.max_message_size, attempt.had_episode)
+                await self._lose(Session.closed_reason(kind))
+                if session.may_retry(attempt, error):
+                    # a stale socket with nothing to lose: one fresh try
+                    sent = await self._send_attempt(kind, sent.frame, 2)
+                    timeout = self._options.message_timeout
+                    continue
+                raise error from None
+            except TimeoutError:
+                self._lose_now(Session.timeout_reason(kind), had_episode=attempt.had_episode)
+                raise MessageTimeout(Session.timeout_message(attempt, self._options.message_timeout)) from None
+            except BaseException:
+                # cancelled or interrupted mid-request: the reply may still come, never reuse it
+                self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
+                raise
+            try:
+                data = frames.decode_reply(raw, kind.reply)
+            except ServerError as exc:
+                reason = Session.server_error_reason(exc)
+                if reason is not None:
+                    await self._lose(reason)
+                raise
+            except ProtocolError:
+                await self._lose(Session.protocol_reason(kind))
+                raise
+            session.replied(kind)
+            # --- the reply's payload: a ProtocolError here closes the connection too ---
+            try:
+                return parse(data)
+            except ProtocolError:
+                await self._lose(Session.protocol_reason(kind))
+                raise
+
+
+class _Sent:
+    """A request that went out and awaits its reply (the ticket from ``_send`` to ``_receive``)."""
+
+    __slots__ = ("kind", "frame", "attempt", "ws")
+
+    def __init__(self, kind: RequestKind, frame: str, attempt: Attempt, ws: WebSocket) -> None:
+        self.kind, self.frame, self.attempt, self.ws = kind, frame, attempt, ws

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -471,7 +471,19 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return await self._request(RequestKind.RESET, frames.encode_reset(kwargs), self._parse_reset)
+        return await self._request(*self._reset_call(kwargs))
+
+    def _reset_call(self, kwargs: Mapping[str, Any]) -> tuple[RequestKind, str, Callable[[dict[str, Any]], Any]]:
+        """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it itself)."""
+        return RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset
+
+    def _step_call(self, action: Any) -> tuple[RequestKind, str, Callable[[dict[str, Any]], Any]]:
+        """The request ``step(action)`` sends (the codec checks the action here: nothing is sent yet).
+
+        Raises:
+            InvalidAction: the codec refused the action.
+        """
+        return RequestKind.STEP, frames.encode_step(self._step_payload(action)), self._parse_result
 
     async def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -501,8 +513,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 f"step() got keyword arguments {sorted(kwargs)}; the OpenEnv WebSocket protocol "
                 "has no way to send them (put them in the action instead)"
             )
-        frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]
-        return await self._request(RequestKind.STEP, frame, self._parse_result)
+        return await self._request(*self._step_call(action))
 
     async def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).

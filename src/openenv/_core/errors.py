@@ -459,3 +459,33 @@ class InvalidActionType(InvalidAction, TypeError):
 
 
 __all__ += ["ParseError", "InvalidAction", "InvalidActionType"]
+
+
+class PoolError(OpenEnvError):
+    """One or more sessions of an ``EnvPool`` failed during ``reset``/``step`` (or could not be replaced).
+
+    The other sessions' results still came back: ``results[i]`` is session
+    ``i``'s result (``None`` where it failed), ``errors[i]`` its error.  A failed
+    session stays marked failed until ``pool.reset(ids=[i])`` or ``pool.replace(i)``.
+
+    Attributes:
+        results: one entry per requested session, in the order of the call's ids
+            (``None`` at the failed ones).
+        errors: the error of each failed session, by pool index.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        results: list[Any] | None = None,
+        errors: Mapping[int, OpenEnvError] | None = None,
+    ) -> None:
+        self.results: list[Any] = list(results or [])
+        self.errors: dict[int, OpenEnvError] = dict(errors or {})
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.results, self.errors))
+
+
+__all__ += ["PoolError"]

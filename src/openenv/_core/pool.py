@@ -1,0 +1,399 @@
+"""The decisions of ``EnvPool``, sans-IO: which session is sent what, in which order, and what a failure means.
+
+``EnvPool`` (``_async/pool.py`` and its generated twin) only moves frames; this
+module holds the per-session bookkeeping (episode over, failed, request queued
+or in flight, checked out), turns ``reset``/``step`` arguments into one job per
+session (autoreset included), applies the client-side concurrency limit, and
+builds the public result types [`Completed`][openenv.sync.Completed] and
+[`PoolMetrics`][openenv.sync.PoolMetrics].  It does no IO and reads no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .errors import OpenEnvError, SessionBusy, SessionLost
+from .result import StepResult
+
+__all__ = ["Completed", "PoolMetrics", "JobKind", "Job", "PoolCore", "ON_FAILURE"]
+
+ObsT = TypeVar("ObsT")
+
+#: the values ``on_failure`` takes
+ON_FAILURE = ("raise", "replace")
+
+
+@dataclass(frozen=True)
+class Completed(Generic[ObsT]):
+    """One session's reply, as returned by [`EnvPool.recv()`][openenv.sync.EnvPool.recv].
+
+    Attributes:
+        index: the session's index in the pool.
+        result: the step's (or reset's) result; ``None`` when the session
+            failed and was not replaced.  When ``replaced``, the result of the
+            reset that started the new session's episode.
+        error: why the session failed (``None`` when it did not).
+        replaced: the session failed and the pool replaced it
+            (``on_failure="replace"``): ``result`` is the new episode's first.
+    """
+
+    index: int
+    result: StepResult[ObsT] | None = None
+    error: OpenEnvError | None = None
+    replaced: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the request succeeded (no error, not replaced)."""
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class PoolMetrics:
+    """A snapshot of an [`EnvPool`][openenv.sync.EnvPool]'s sessions.
+
+    Attributes:
+        size: the number of sessions.
+        active: healthy sessions (open, not marked failed).
+        in_flight: requests sent whose replies have not been read yet.
+        queued: requests waiting for a free ``max_concurrency`` slot.
+        failures: sessions that failed so far (in total).
+        replacements: sessions replaced so far (in total).
+        checked_out: sessions taken out with ``checkout()``.
+    """
+
+    size: int
+    active: int
+    in_flight: int
+    queued: int
+    failures: int
+    replacements: int
+    checked_out: int
+
+
+class JobKind(enum.Enum):
+    """What a session is sent."""
+
+    RESET = "reset"
+    STEP = "step"
+    #: the session was marked failed: nothing is sent (it is reported, or replaced)
+    FAILED = "failed"
+
+
+@dataclass
+class Job:
+    """One request for one session."""
+
+    index: int
+    kind: JobKind
+    #: the action of a step
+    action: Any = None
+    #: the keyword arguments of a reset
+    kwargs: dict[str, Any] | None = None
+    #: a reset sent instead of a step because the last step ended the episode
+    autoreset: bool = False
+
+
+class _Slot:
+    __slots__ = ("done", "failed", "state", "checked_out")
+
+    def __init__(self) -> None:
+        #: the last result ended the episode (autoreset resets it on its next step)
+        self.done = False
+        #: the error that failed the session, until a successful reset or a replacement
+        self.failed: OpenEnvError | None = None
+        #: None, "queued" or "sent"
+        self.state: str | None = None
+        self.checked_out = False
+
+
+class PoolCore:
+    """The bookkeeping of a pool of ``size`` sessions (no IO).
+
+    Args:
+        size: the number of sessions.
+        autoreset: Gymnasium's next-step autoreset (see ``plan_step``).
+        max_concurrency: at most this many requests in flight (``None``: no limit).
+        on_failure: ``"raise"`` or ``"replace"``.
+
+    Raises:
+        ValueError: an argument is out of range.
+    """
+
+    def __init__(self, size: int, *, autoreset: bool, max_concurrency: int | None, on_failure: str) -> None:
+        check_size(size)
+        if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
+            raise ValueError(f"max_concurrency must be a positive integer or None, not {max_concurrency!r}")
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"on_failure must be one of {ON_FAILURE}, not {on_failure!r}")
+        self.autoreset = autoreset
+        self.max_concurrency = max_concurrency
+        self.on_failure = on_failure
+        self.slots = [_Slot() for _ in range(size)]
+        self.queue: deque[Job] = deque()
+        self.in_flight = 0
+        self.failures = 0
+        self.replacements = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    # -- arguments ------------------------------------------------------------
+
+    def ids(self, ids: Sequence[int] | None) -> list[int]:
+        """The sessions a call is about: ``ids`` checked, or every session.
+
+        Raises:
+            IndexError: an index is out of range.
+            ValueError: an index appears twice.
+        """
+        if ids is None:
+            return list(range(self.size))
+        order = [self.index(i) for i in ids]
+        if len(set(order)) != len(order):
+            raise ValueError(f"ids has duplicates: {list(ids)}")
+        return order
+
+    def index(self, index: int) -> int:
+        """``index`` checked against the pool's size.
+
+        Raises:
+            IndexError: ``index`` is out of range.
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < self.size:
+            raise IndexError(f"session index {index!r} is out of range for a pool of {self.size}")
+        return index
+
+    def check_free(self, order: Sequence[int]) -> None:
+        """Raises ``SessionBusy`` when one of the sessions has a request outstanding or is checked out."""
+        for i in order:
+            slot = self.slots[i]
+            if slot.state is not None:
+                raise SessionBusy(
+                    f"session {i} has a request outstanding (step_async); read its reply with recv() first"
+                )
+            if slot.checked_out:
+                raise SessionBusy(f"session {i} is checked out (checkout()); give it back first")
+
+    def check_idle(self) -> None:
+        """Raises ``SessionBusy`` while ``step_async`` requests are outstanding (``step``/``reset`` wait for none)."""
+        if self.in_flight or self.queue:
+            raise SessionBusy(
+                f"{self.in_flight + len(self.queue)} step_async request(s) are outstanding; "
+                "read their replies with recv() before calling step() or reset()"
+            )
+
+    # -- planning ---------------------------------------------------------------
+
+    def plan_reset(
+        self,
+        order: Sequence[int],
+        seed: int | Sequence[int | None] | None,
+        kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None,
+    ) -> list[Job]:
+        """One reset per session of ``order``.
+
+        ``seed``: ``None`` (none sent), one seed per session, or an int ``s``
+        (session ``order[k]`` gets ``s + k``, as in Gymnasium).  ``kwargs``: one
+        dict for all, or one (or ``None``) per session.
+
+        Raises:
+            ValueError: a list's length differs from the number of sessions.
+            TypeError: ``seed`` or ``kwargs`` has the wrong type.
+        """
+        n = len(order)
+        if seed is None:
+            seeds: list[int | None] = [None] * n
+        elif isinstance(seed, int) and not isinstance(seed, bool):
+            seeds = [seed + k for k in range(n)]
+        elif isinstance(seed, Sequence) and not isinstance(seed, str):
+            seeds = list(seed)
+            _check_len("seed", seeds, n)
+        else:
+            raise TypeError(f"seed must be None, an int or a list of ints, not {type(seed).__name__}")
+        if kwargs is None or isinstance(kwargs, Mapping):
+            each: list[Mapping[str, Any] | None] = [kwargs] * n
+        elif isinstance(kwargs, Sequence) and not isinstance(kwargs, str):
+            each = list(kwargs)
+            _check_len("kwargs", each, n)
+        else:
+            raise TypeError(f"kwargs must be a dict or a list of dicts, not {type(kwargs).__name__}")
+        jobs = []
+        for i, s, kw in zip(order, seeds, each, strict=True):
+            args = dict(kw or {})
+            if s is not None:
+                args["seed"] = s
+            jobs.append(Job(i, JobKind.RESET, kwargs=args))
+        return jobs
+
+    def plan_step(self, order: Sequence[int], actions: Sequence[Any]) -> list[Job]:
+        """One step per session of ``order``.
+
+        With ``autoreset``, a session whose last result was ``done`` is reset
+        instead (no arguments; its action is ignored).  A session marked
+        failed gets a ``FAILED`` job (nothing is sent).
+
+        Raises:
+            ValueError: ``len(actions)`` differs from the number of sessions.
+        """
+        actions = list(actions)
+        _check_len("actions", actions, len(order))
+        jobs = []
+        for i, action in zip(order, actions, strict=True):
+            slot = self.slots[i]
+            if slot.failed is not None:
+                jobs.append(Job(i, JobKind.FAILED, action=action))
+            elif self.autoreset and slot.done:
+                jobs.append(Job(i, JobKind.RESET, kwargs={}, autoreset=True))
+            else:
+                jobs.append(Job(i, JobKind.STEP, action=action))
+        return jobs
+
+    def failed_error(self, index: int) -> OpenEnvError:
+        """The error reported for a step on a session marked failed."""
+        cause = self.slots[index].failed
+        return SessionLost(
+            f"session {index} failed earlier ({type(cause).__name__}: {cause}); nothing was sent. "
+            f"Call reset(ids=[{index}]) or replace({index}) first"
+        )
+
+    # -- the queue (max_concurrency) ---------------------------------------------
+
+    def enqueue(self, jobs: Sequence[Job]) -> None:
+        """Queue requests (their sessions are marked busy at once)."""
+        for job in jobs:
+            self.slots[job.index].state = "queued"
+            self.queue.append(job)
+
+    def sendable(self) -> list[Job]:
+        """The queued jobs that may be sent now (oldest first), marked in flight."""
+        free = len(self.queue) if self.max_concurrency is None else self.max_concurrency - self.in_flight
+        out = []
+        while self.queue and free > 0:
+            job = self.queue.popleft()
+            self.slots[job.index].state = "sent"
+            self.in_flight += 1
+            free -= 1
+            out.append(job)
+        return out
+
+    def unqueue(self) -> list[Job]:
+        """Drop every queued job (an interrupted call); returns them."""
+        jobs = list(self.queue)
+        self.queue.clear()
+        for job in jobs:
+            self.slots[job.index].state = None
+        return jobs
+
+    # -- outcomes -----------------------------------------------------------------
+
+    def settled(self, job: Job, result: StepResult[Any] | None, error: OpenEnvError | None) -> None:
+        """A sent job ended (a reply, or an error)."""
+        slot = self.slots[job.index]
+        if slot.state == "sent":
+            self.in_flight -= 1
+        slot.state = None
+        if error is not None:
+            self.fail(job.index, error)
+        elif result is not None:
+            slot.done = bool(result.done)
+            if job.kind is JobKind.RESET:
+                slot.failed = None
+
+    def fail(self, index: int, error: OpenEnvError) -> None:
+        """Mark a session failed (counted once per failure)."""
+        slot = self.slots[index]
+        slot.failed = error
+        slot.done = False
+        self.failures += 1
+
+    def recovered(self, index: int, result: StepResult[Any]) -> None:
+        """A reset refused for capacity succeeded on retry: not a failure after all."""
+        slot = self.slots[index]
+        slot.failed = None
+        slot.done = bool(result.done)
+        self.failures -= 1
+
+    def replaced(self, index: int, result: StepResult[Any]) -> None:
+        """Session ``index`` was replaced and reset."""
+        slot = self.slots[index]
+        slot.failed = None
+        slot.done = bool(result.done)
+        self.replacements += 1
+
+    # -- checkout and size -----------------------------------------------------------
+
+    def checkout(self) -> int:
+        """Take a free healthy session (lowest index first).
+
+        Raises:
+            SessionBusy: every session is busy, checked out or failed.
+        """
+        for i, slot in enumerate(self.slots):
+            if slot.state is None and not slot.checked_out and slot.failed is None:
+                slot.checked_out = True
+                return i
+        raise SessionBusy(
+            f"no free session in the pool of {self.size}: each is checked out, busy or failed; "
+            "give one back, or resize() the pool"
+        )
+
+    def checkin(self, index: int) -> None:
+        """Session ``index`` came back from ``checkout()`` (its episode state is unknown: no autoreset)."""
+        slot = self.slots[index]
+        slot.checked_out = False
+        slot.done = False
+
+    def resize(self, size: int) -> None:
+        """Grow (new idle sessions) or shrink (drop the last ones) the bookkeeping.
+
+        Raises:
+            SessionBusy: a session that would go is busy or checked out.
+        """
+        check_size(size)
+        self.check_free(range(size, self.size))
+        del self.slots[size:]
+        self.slots.extend(_Slot() for _ in range(size - len(self.slots)))
+
+    def metrics(self, healthy: Sequence[bool]) -> PoolMetrics:
+        """The snapshot; ``healthy[i]``: whether session ``i``'s client is open."""
+        active = sum(1 for ok, slot in zip(healthy, self.slots, strict=True) if ok and slot.failed is None)
+        return PoolMetrics(
+            size=self.size,
+            active=active,
+            in_flight=self.in_flight,
+            queued=len(self.queue),
+            failures=self.failures,
+            replacements=self.replacements,
+            checked_out=sum(1 for slot in self.slots if slot.checked_out),
+        )
+
+
+def check_size(size: int) -> None:
+    """Raises ``ValueError`` unless ``size`` is a positive integer."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive integer, not {size!r}")
+
+
+def _check_len(name: str, values: Sequence[Any], n: int) -> None:
+    if len(values) != n:
+        raise ValueError(f"{name} has {len(values)} entries for {n} session(s); give one per session")
+
+
+def pool_error(what: str, order: Sequence[int], results: Mapping[int, Any], errors: Mapping[int, OpenEnvError]) -> str:
+    """The message of a ``PoolError``: which sessions failed, and the first error."""
+    failed = sorted(errors)
+    first = errors[failed[0]]
+    return (
+        f"{what} failed for {len(failed)} of {len(order)} session(s) (indices {failed}); "
+        f"session {failed[0]}: {type(first).__name__}: {first}. The other results are in .results; "
+        "each failed session stays failed until reset(ids=[i]) or replace(i) (or use on_failure='replace')"
+    )
+
+
+__all__ += ["check_size", "pool_error"]

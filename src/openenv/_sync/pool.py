@@ -1,0 +1,973 @@
+# GENERATED from src/openenv/_async/pool.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""``EnvPool``: many sessions stepped together (an RL trainer's batch of environments).
+
+The IO half of the pool: it moves frames on each session's own [`Env`][openenv.sync.Env]
+(through the connection's send and receive halves); ``_core/pool.py`` decides
+what each session is sent, applies the concurrency limit and keeps the books.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Generic
+
+from typing_extensions import Self, TypeVar, Unpack
+
+from .._blocking.retry import Deadline, backoff
+from .._core.codec import Codec, as_codec
+from .._core.errors import CapacityReached, EnvClosed, OpenEnvError, PoolError
+from .._core.guard import InFlight
+from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
+from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error
+from .._core.result import StepResult
+from .._shim_sync import run_all, sleep, ws_wait_any
+from .bootstrap import start_providers
+from .connection import _Sent
+from .env import Env, _schema_codec
+from .providers import DockerProvider, Provider, ServerProvider
+
+__all__ = ["EnvPool"]
+
+ActT = TypeVar("ActT", default=dict[str, Any])
+ObsT = TypeVar("ObsT", default=dict[str, Any])
+StateT = TypeVar("StateT", default=dict[str, Any])
+
+#: the backoff between capacity retries and replacement attempts
+_DELAYS = {"first": 0.05, "flat": 3, "factor": 2.0, "ceiling": 2.0}
+
+
+class EnvPool(Generic[ActT, ObsT, StateT]):
+    """A pool of environment sessions, stepped together: one [`Env`][openenv.sync.Env] per session.
+
+    ``EnvPool(url, size=8)`` opens 8 sessions on one server;
+    ``EnvPool([url_a, url_b])`` one session per URL;
+    [`from_provider()`][openenv.sync.EnvPool.from_provider] and
+    [`from_docker_image()`][openenv.sync.EnvPool.from_docker_image] start one server per
+    session and stop them on close.  The context manager (or
+    [`connect()`][openenv.sync.EnvPool.connect]) opens every session concurrently.
+
+    **Send, then receive.** [`step()`][openenv.sync.EnvPool.step] and
+    [`reset()`][openenv.sync.EnvPool.reset] send every session's request first, then
+    read the replies in order, so the sessions advance concurrently on their
+    servers.  It takes no thread and no task per session: the blocking flavour
+    uses only websockets' own reader threads, the event-loop flavour runs on the
+    caller's task.  [`step_async()`][openenv.sync.EnvPool.step_async] only sends;
+    [`recv()`][openenv.sync.EnvPool.recv] returns the first replies to arrive.
+
+    **Autoreset** (``autoreset=True``, Gymnasium's next-step mode): once a
+    step returned ``done``, that session's next ``step`` sends a ``reset`` (with
+    no arguments) instead; the action given for it is ignored and its slot in the
+    returned list is the reset's result (``done`` false, the new episode's first
+    observation).  With ``autoreset=False`` (default) a finished session is
+    stepped like any other (the environment decides what that means).
+
+    **Failure isolation.** A session that fails (its connection lost, no reply
+    within ``message_timeout``, a server error, a reply that breaks the protocol)
+    is reported for its index while the other sessions' results still come back.
+    With ``on_failure="raise"`` (default), ``step``/``reset`` raise
+    [`PoolError`][openenv.sync.PoolError] holding every result (``None`` at the failed
+    indices) and every error; a failed session stays failed (its later steps
+    fail at once, sending nothing) until ``reset(ids=[i])`` or ``replace(i)``.
+    With ``on_failure="replace"`` the pool replaces a failed session at once
+    (a new connection, a new server when the pool started them; up to
+    ``replace_attempts`` tries with backoff), and its slot holds the new episode's
+    reset result; [`last_errors`][openenv.sync.EnvPool.last_errors] (and
+    [`Completed.error`][openenv.sync.Completed]) say what happened.  If the replacement
+    fails too, ``PoolError``.  An action the codec refuses raises
+    [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
+
+    **Capacity.** Opening a session (connect, replace, resize) and the first
+    reset of a fresh session wait with backoff while the server answers
+    ``CAPACITY_REACHED``, up to ``capacity_timeout`` seconds.
+
+    **Concurrency.** ``max_concurrency`` caps the requests in flight at once;
+    the others are queued and sent as replies come in
+    ([`metrics`][openenv.sync.EnvPool.metrics] counts both).  The pool carries one call
+    at a time: a concurrent ``step``/``reset``/``recv`` (another thread or task) raises
+    [`SessionBusy`][openenv.sync.SessionBusy], and so do ``step``/``reset`` while
+    ``step_async`` replies are outstanding.
+
+    Args:
+        base_url: one server (with ``size`` sessions on it) or a list of
+            servers (one session each).
+        size: the number of sessions on a single ``base_url`` (default 1); with
+            a list, ``None`` or its length.
+        codec: as for ``Env(...)``; one codec shared by every session.
+        autoreset: Gymnasium's next-step autoreset (see above).
+        on_failure: ``"raise"`` or ``"replace"`` (see above).
+        replace_attempts: tries to replace a failed session (create and reset).
+        max_concurrency: at most this many requests in flight (``None``: no limit).
+        capacity_timeout: seconds to keep retrying while a server is full
+            (``None``: no limit).
+        **options: the connection options of ``Env(...)``, for every session.
+
+    Raises:
+        ValueError: ``size`` does not fit ``base_url``, or another argument is out of range.
+        InvalidOption: a connection option is out of range.
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        *,
+        size: int | None = None,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
+        autoreset: bool = False,
+        on_failure: str = "raise",
+        replace_attempts: int = 3,
+        max_concurrency: int | None = None,
+        capacity_timeout: float | None = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> None:
+        if isinstance(base_url, str):
+            urls = [base_url] * (1 if size is None else _checked_size(size))
+        else:
+            urls = list(base_url)
+            if not urls:
+                raise ValueError("base_url is an empty list; give at least one server")
+            if size is not None and size != len(urls):
+                raise ValueError(f"size={size} but {len(urls)} URLs were given (one session per URL)")
+        if isinstance(replace_attempts, bool) or not isinstance(replace_attempts, int) or replace_attempts < 1:
+            raise ValueError(f"replace_attempts must be a positive integer, not {replace_attempts!r}")
+        self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
+        ClientOptions.of(options)  # refuse bad options before anything is created
+        self._core = PoolCore(len(urls), autoreset=autoreset, max_concurrency=max_concurrency, on_failure=on_failure)
+        self._codec: Codec[Any, Any, Any] = as_codec(codec)
+        self._env_options: dict[str, Any] = dict(options)
+        self._urls = urls
+        self._replace_attempts = replace_attempts
+        self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
+        self._providers: list[Provider | None] = [None] * len(urls)
+        self._factory: Callable[[int], Provider] | None = None
+        self._ready_timeout: float | None = READY_TIMEOUT
+        self._guard = InFlight()
+        self._flight: dict[int, tuple[Job, _Sent, Callable[[dict[str, Any]], Any], float]] = {}
+        self._closed = False
+        self._opened = False
+        self._last_errors: dict[int, OpenEnvError] = {}
+        #: the asynchronous mode: requests encoded by step_async, and completions not returned yet
+        self._calls: dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]] = {}
+        self._ready: list[Completed[ObsT]] = []
+
+    def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
+        return Env(url, codec=self._codec, **self._env_options)
+
+    # -- constructors that start servers -------------------------------------------
+
+    @classmethod
+    def from_provider(
+        cls,
+        factory: Callable[[int], Provider],
+        *,
+        size: int,
+        ready_timeout: float | None = READY_TIMEOUT,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
+        autoreset: bool = False,
+        on_failure: str = "raise",
+        replace_attempts: int = 3,
+        max_concurrency: int | None = None,
+        capacity_timeout: float | None = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Start ``size`` servers, one per session, and return the pool with every session open.
+
+        ``factory(i)`` makes the provider of session ``i`` (it is called again
+        for ``replace(i)`` and for new sessions of ``resize``).  The servers
+        start in parallel (every one starts before any is waited on); closing
+        the pool stops them.  On any failure every server started is stopped
+        before the error propagates.
+
+        Args:
+            factory: returns the (not yet started) provider for an index.
+            size: the number of servers and sessions.
+            ready_timeout: seconds for each server to answer ``GET /health``.
+            codec: as for ``EnvPool(...)``, or ``"schema"`` (built from the
+                first server's ``GET /schema``).
+            autoreset: as for ``EnvPool(...)``.
+            on_failure: as for ``EnvPool(...)``.
+            replace_attempts: as for ``EnvPool(...)``.
+            max_concurrency: as for ``EnvPool(...)``.
+            capacity_timeout: as for ``EnvPool(...)``.
+            **options: the connection options of ``Env(...)``.
+
+        Returns:
+            The pool, its sessions open.
+
+        Raises:
+            PoolError: the factory or a server failed; the message names the
+                index (``errors`` holds the cause, also chained).
+            InvalidOption: an option or ``ready_timeout`` is out of range.
+        """
+        check_size(size)
+        ready_timeout = check_timeout("ready_timeout", ready_timeout)
+        ClientOptions.of(options)
+        providers = _make_providers(factory, range(size), options)
+        urls = _start(providers, range(size), ready_timeout)
+        try:
+            resolved = _schema_codec(codec, urls[0], options)
+            pool = cls(
+                urls,
+                codec=resolved,
+                autoreset=autoreset,
+                on_failure=on_failure,
+                replace_attempts=replace_attempts,
+                max_concurrency=max_concurrency,
+                capacity_timeout=capacity_timeout,
+                **options,
+            )
+        except BaseException:
+            _stop_all(providers)
+            raise
+        pool._providers = list(providers)
+        pool._factory = factory
+        pool._ready_timeout = ready_timeout
+        try:
+            pool.connect()
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    @classmethod
+    def from_docker_image(
+        cls,
+        image: str,
+        *,
+        size: int,
+        env_vars: Mapping[str, str] | None = None,
+        run_options: Mapping[str, Any] | None = None,
+        pull: bool | None = None,
+        ready_timeout: float | None = READY_TIMEOUT,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
+        autoreset: bool = False,
+        on_failure: str = "raise",
+        replace_attempts: int = 3,
+        max_concurrency: int | None = None,
+        capacity_timeout: float | None = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """Run ``size`` containers of ``image`` (one session each) and return the pool with every session open.
+
+        Each container is a [`DockerProvider`][openenv.sync.DockerProvider] publishing
+        port 8000 on a port Docker picks; they start in parallel and are
+        removed when the pool closes (or when anything fails on the way).
+
+        Args:
+            image: the image reference, such as ``"echo-env:latest"``.
+            size: the number of containers and sessions.
+            env_vars: environment variables for every container.
+            run_options: extra docker-py ``containers.create`` options.
+            pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
+            ready_timeout: seconds for each server to become healthy.
+            codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
+            autoreset: as for ``EnvPool(...)``.
+            on_failure: as for ``EnvPool(...)``.
+            replace_attempts: as for ``EnvPool(...)``.
+            max_concurrency: as for ``EnvPool(...)``.
+            capacity_timeout: as for ``EnvPool(...)``.
+            **options: the connection options of ``Env(...)``.
+
+        Returns:
+            The pool, its sessions open.
+
+        Raises:
+            PoolError: a container failed to start or become ready (the
+                message names its index; the cause is chained).
+        """
+
+        def factory(index: int) -> Provider:
+            return DockerProvider(image, env_vars=env_vars, run_options=run_options, pull=pull)
+
+        return cls.from_provider(
+            factory,
+            size=size,
+            ready_timeout=ready_timeout,
+            codec=codec,
+            autoreset=autoreset,
+            on_failure=on_failure,
+            replace_attempts=replace_attempts,
+            max_concurrency=max_concurrency,
+            capacity_timeout=capacity_timeout,
+            **options,
+        )
+
+    # -- properties ----------------------------------------------------------------
+
+    @property
+    def envs(self) -> list[Env[ActT, ObsT, StateT]]:
+        """The sessions' clients, by index (a copy of the list; use them only between pool calls)."""
+        return list(self._envs)
+
+    @property
+    def providers(self) -> list[Provider | None]:
+        """The providers of the servers the pool started, by index (``None`` for given URLs)."""
+        return list(self._providers)
+
+    @property
+    def metrics(self) -> PoolMetrics:
+        """A snapshot: sessions healthy, requests in flight and queued, failures and replacements so far."""
+        return self._core.metrics([not env.closed for env in self._envs])
+
+    @property
+    def last_errors(self) -> dict[int, OpenEnvError]:
+        """The errors of the last ``reset``/``step``/``recv``, by index (replaced sessions included)."""
+        return dict(self._last_errors)
+
+    @property
+    def closed(self) -> bool:
+        """Whether [`close()`][openenv.sync.EnvPool.close] was called."""
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._envs)
+
+    def __repr__(self) -> str:
+        m = self.metrics
+        status = "closed" if self._closed else f"{m.active}/{m.size} active"
+        return f"<{type(self).__name__} {status} in_flight={m.in_flight} queued={m.queued}>"
+
+    # -- opening and closing -------------------------------------------------------------
+
+    def connect(self) -> Self:
+        """Open every session concurrently (waiting while a server is at capacity); return the pool.
+
+        Idempotent.  On failure the sessions opened so far stay open (the
+        context manager closes the pool).
+
+        Raises:
+            PoolError: a session could not be opened (``errors`` by index).
+            CapacityReached: the server stayed full for ``capacity_timeout``
+                seconds (when that is the only failure).
+        """
+        self._check_open()
+        with self._guard:
+            self._open_envs(self._envs, range(len(self._envs)))
+            self._opened = True
+        return self
+
+    def _open_envs(self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int]) -> None:
+        outcomes = run_all([_bind(self._connect_env, env) for env in envs])
+        errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
+        if errors:
+            for exc in errors.values():
+                if not isinstance(exc, Exception):
+                    raise exc
+            ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
+            first = next(iter(errors.values()))
+            if len(ours) != len(errors) or all(isinstance(e, CapacityReached) for e in errors.values()):
+                raise first  # a full server: its CapacityReached says how long the pool waited
+            raise PoolError(pool_error("opening", list(indices), {}, ours), [], ours) from first
+
+    def _connect_env(self, env: Env[ActT, ObsT, StateT]) -> None:
+        """Connect, retrying with backoff while the server is at capacity."""
+        deadline = Deadline(self._capacity_timeout)
+        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
+        while True:
+            try:
+                env.connect()
+                return
+            except CapacityReached as exc:
+                if deadline.expired:
+                    raise _still_full(exc, self._capacity_timeout) from None
+                sleep(deadline.cap(next(delays)))
+
+    def close(self) -> None:
+        """Close every session and stop every server the pool started.
+
+        Idempotent.  Everything is closed even when some of it fails; the first
+        failure is raised at the end.  Requests in flight are abandoned.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for job, sent, _, _ in self._flight.values():
+            self._envs[job.index]._abandon(sent)
+        self._flight.clear()
+        self._core.unqueue()
+        outcomes = run_all([env.close for env in self._envs])
+        outcomes += run_all([p.stop for p in self._providers if p is not None])
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def __enter__(self) -> Self:
+        try:
+            return self.connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvClosed("this EnvPool is closed; create a new one")
+
+    # -- reset and step ------------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: int | Sequence[int | None] | None = None,
+        ids: Sequence[int] | None = None,
+        kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[StepResult[ObsT]]:
+        """Start a new episode on each session of ``ids`` (default: all); return their results in that order.
+
+        Every reset is sent before any reply is read.  A session marked failed
+        is reset too (reconnecting first), which clears the mark.  A fresh
+        session whose server answers ``CAPACITY_REACHED`` is retried with
+        backoff up to ``capacity_timeout``.
+
+        Args:
+            seed: ``None`` (no seed sent), one seed per session (``None``
+                entries send none), or an int ``s``: the k-th session of ``ids``
+                gets ``s + k``.
+            ids: the sessions, by index (default: all, in order).
+            kwargs: other arguments of the environment's ``reset``: one dict
+                for all sessions, or one dict (or ``None``) per session.
+
+        Returns:
+            One result per session of ``ids``, in that order.
+
+        Raises:
+            PoolError: sessions failed (``on_failure="raise"``) or could not
+                be replaced; ``results`` holds the others.
+            SessionBusy: another pool call is running, ``step_async`` replies
+                are outstanding, or a session is checked out.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            self._core.check_idle()
+            order = self._core.ids(ids)
+            self._core.check_free(order)
+            jobs = self._core.plan_reset(order, seed, kwargs)
+            return self._run("reset", order, jobs)
+
+    def step(
+        self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None
+    ) -> list[StepResult[ObsT]]:
+        """Step each session of ``ids`` (default: all) with its action; return the results in that order.
+
+        Every action is sent before any reply is read (within
+        ``max_concurrency``), so the sessions step concurrently; replies are then
+        read in order, each within ``message_timeout``.  With ``autoreset``, a
+        session whose episode ended is reset instead (see the class).
+
+        Args:
+            actions: one action per session of ``ids``.
+            ids: the sessions, by index (default: all, in order).
+
+        Returns:
+            One result per session of ``ids``, in that order.
+
+        Raises:
+            PoolError: sessions failed (``on_failure="raise"``) or could not
+                be replaced; ``results`` holds the others.
+            InvalidAction: the codec refused an action; nothing was sent.
+            SessionBusy: another pool call is running, ``step_async`` replies
+                are outstanding, or a session is checked out.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            self._core.check_idle()
+            order = self._core.ids(ids)
+            self._core.check_free(order)
+            jobs = self._core.plan_step(order, actions)
+            return self._run("step", order, jobs)
+
+    def _run(self, what: str, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
+        calls = self._encode(jobs)  # InvalidAction before anything is sent
+        self._last_errors = {}
+        results: dict[int, StepResult[ObsT]] = {}
+        errors: dict[int, OpenEnvError] = {}
+        runnable = []
+        for job in jobs:
+            if job.kind is JobKind.FAILED:
+                errors[job.index] = self._core.failed_error(job.index)
+            else:
+                runnable.append(job)
+        self._core.enqueue(runnable)
+        try:
+            self._pump(calls, errors)
+            while self._flight:
+                self._receive_one(next(iter(self._flight)), results, errors)
+                self._pump(calls, errors)
+        except BaseException:
+            self._abandon_all()
+            raise
+        if what == "reset":
+            self._retry_full(jobs, results, errors)
+        replaced = self._handle_failures(errors, results, jobs)
+        self._last_errors = dict(errors)
+        failed = {i: e for i, e in errors.items() if i not in replaced}
+        if failed:
+            listed = [results.get(i) for i in order]
+            raise PoolError(pool_error(what, order, results, failed), listed, failed)
+        return [results[i] for i in order]
+
+    def _encode(self, jobs: Sequence[Job]) -> dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]]:
+        calls = {}
+        for job in jobs:
+            env = self._envs[job.index]
+            if job.kind is JobKind.RESET:
+                calls[job.index] = env._reset_call(job.kwargs or {})
+            elif job.kind is JobKind.STEP:
+                calls[job.index] = env._step_call(job.action)
+        return calls
+
+    def _pump(self, calls: Mapping[int, Any], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
+        """Send what the concurrency limit allows now; a send that fails settles at once."""
+        failed: list[Completed[ObsT]] = []
+        for job in self._core.sendable():
+            kind, frame, parse = calls[job.index]
+            try:
+                sent = self._envs[job.index]._send(kind, frame)
+            except OpenEnvError as exc:
+                self._core.settled(job, None, exc)
+                errors[job.index] = exc
+                failed.append(Completed(job.index, None, exc))
+                continue
+            except BaseException:
+                self._core.settled(job, None, None)
+                raise
+            self._flight[job.index] = (job, sent, parse, time.monotonic())
+        return failed
+
+    def _receive_one(
+        self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError], timeout: float = 0.0
+    ) -> None:
+        """Read session ``index``'s reply and settle it (``timeout``: a shorter wait for an overdue reply)."""
+        job, sent, parse, _ = self._flight[index]
+        env = self._envs[index]
+        try:
+            if timeout:
+                result = env._receive(sent, parse, timeout=timeout)
+            else:
+                result = env._receive(sent, parse)
+        except OpenEnvError as exc:
+            del self._flight[index]
+            errors[index] = exc
+            self._core.settled(job, None, exc)
+            return
+        except BaseException:
+            del self._flight[index]
+            self._core.settled(job, None, None)
+            raise
+        del self._flight[index]
+        results[index] = result
+        self._core.settled(job, result, None)
+
+    def _abandon_all(self) -> None:
+        """Interrupted between sending and reading: every session with a reply pending is lost."""
+        for index, (job, sent, _, _) in list(self._flight.items()):
+            self._envs[index]._abandon(sent)
+            self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
+        self._flight.clear()
+        self._core.unqueue()
+
+    def _retry_full(
+        self, jobs: Sequence[Job], results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
+    ) -> None:
+        """Resets refused for capacity: retried one by one with backoff, up to ``capacity_timeout``."""
+        for job in jobs:
+            error = errors.get(job.index)
+            if not isinstance(error, CapacityReached):
+                continue
+            try:
+                result = self._reset_waiting(self._envs[job.index], job.kwargs or {})
+            except OpenEnvError as exc:
+                errors[job.index] = exc
+                continue
+            del errors[job.index]
+            results[job.index] = result
+            self._core.recovered(job.index, result)
+
+    def _reset_waiting(self, env: Env[ActT, ObsT, StateT], kwargs: Mapping[str, Any]) -> StepResult[ObsT]:
+        """Connect and reset ``env``, retrying with backoff while its server is at capacity."""
+        deadline = Deadline(self._capacity_timeout)
+        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
+        while True:
+            try:
+                self._connect_env(env)
+                return env.reset(**kwargs)
+            except CapacityReached as exc:
+                if deadline.expired:
+                    raise _still_full(exc, self._capacity_timeout) from None
+                sleep(deadline.cap(next(delays)))
+
+    def _handle_failures(
+        self, errors: Mapping[int, OpenEnvError], results: dict[int, StepResult[ObsT]], jobs: Sequence[Job]
+    ) -> set[int]:
+        """With ``on_failure="replace"``: replace each failed session; returns the indices replaced."""
+        replaced: set[int] = set()
+        if self._core.on_failure != "replace":
+            return replaced
+        for index in sorted(errors):
+            results[index] = self._replace(index)
+            replaced.add(index)
+        return replaced
+
+    # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
+
+    def step_async(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
+        """Send each session of ``ids`` its action, without reading replies (read them with ``recv``).
+
+        Gymnasium's ``step_async`` / EnvPool's ``send``.  Within
+        ``max_concurrency`` the requests go out at once; the rest are queued
+        and sent as replies are read.  Autoreset and failed sessions behave
+        as in ``step`` (a failed session's outcome is reported by the next ``recv``).
+
+        Args:
+            actions: one action per session of ``ids``.
+            ids: the sessions (default: all); none of them may have a reply outstanding.
+
+        Raises:
+            InvalidAction: the codec refused an action; nothing was sent.
+            SessionBusy: a session of ``ids`` has a reply outstanding or is
+                checked out, or another pool call is running.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            order = self._core.ids(ids)
+            self._core.check_free(order)
+            jobs = self._core.plan_step(order, actions)
+            calls = self._encode(jobs)
+            self._calls.update(calls)
+            for job in jobs:
+                if job.kind is JobKind.FAILED:
+                    self._ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
+            self._core.enqueue([job for job in jobs if job.kind is not JobKind.FAILED])
+            self._ready.extend(self._pump(self._calls, {}))
+
+    def recv(self, min_results: int = 1, timeout: float | None = None) -> list[Completed[ObsT]]:
+        """Return the replies of ``step_async`` requests as they arrive: at least ``min_results`` of them.
+
+        Waits until ``min_results`` replies (or failures) are in, or until
+        nothing is outstanding, or until ``timeout`` seconds passed (then it
+        returns what arrived, possibly nothing).  Every reply already there is
+        returned too, so the list may be longer than ``min_results``; it is in
+        order of arrival.  A request with no reply within ``message_timeout``
+        fails with ``MessageTimeout`` (its session is lost).  Queued requests
+        are sent as slots free up.  Failures are reported, not raised: in
+        ``Completed.error``, with ``replaced`` set when ``on_failure="replace"``
+        replaced the session (its ``result`` is then the new episode's reset).
+
+        Args:
+            min_results: how many completions to wait for.
+            timeout: seconds to wait at most (``None``: no limit).
+
+        Returns:
+            The completions, each with the session's index.
+
+        Raises:
+            PoolError: a failed session could not be replaced (``on_failure="replace"``).
+            SessionBusy: another pool call is running.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            if min_results < 1:
+                raise ValueError(f"min_results must be at least 1, not {min_results}")
+            deadline = Deadline(check_timeout("timeout", timeout))
+            done, self._ready = list(self._ready), []
+            message_timeout = self._envs[0].options.message_timeout if self._envs else None
+            try:
+                while len(done) < min_results and self._flight:
+                    indices = list(self._flight)
+                    wait = deadline.remaining()
+                    overdue: list[int] = []
+                    if message_timeout is not None:
+                        now = time.monotonic()
+                        first_due = min(self._flight[i][3] for i in indices) + message_timeout
+                        overdue = [i for i in indices if self._flight[i][3] + message_timeout <= now]
+                        wait = max(0.0, first_due - now) if wait is None else min(wait, max(0.0, first_due - now))
+                    ready = overdue or [
+                        indices[k] for k in sorted(ws_wait_any([self._flight[i][1].ws for i in indices], wait))
+                    ]
+                    for index in ready:
+                        errors: dict[int, OpenEnvError] = {}
+                        results: dict[int, StepResult[ObsT]] = {}
+                        self._receive_one(index, results, errors, 0.001 if index in overdue else 0.0)
+                        self._calls.pop(index, None)
+                        done.append(Completed(index, results.get(index), errors.get(index)))
+                        done.extend(self._pump(self._calls, {}))
+                    if not ready and deadline.expired:
+                        break
+            except BaseException:
+                self._ready = done + self._ready
+                self._abandon_all()
+                raise
+            self._last_errors = {c.index: c.error for c in done if c.error is not None}
+            if self._core.on_failure == "replace":
+                done = [self._replace_completed(c) for c in done]
+            return done
+
+    def _replace_completed(self, completed: Completed[ObsT]) -> Completed[ObsT]:
+        if completed.error is None:
+            return completed
+        result = self._replace(completed.index)
+        return Completed(completed.index, result, completed.error, replaced=True)
+
+    # -- replacing, resizing, checking out -----------------------------------------------------------
+
+    def replace(self, index: int) -> StepResult[ObsT]:
+        """Recreate session ``index`` and reset it: a new connection, and a new server when the pool started them.
+
+        The old client is closed (and its server stopped).  Creating and
+        resetting are tried ``replace_attempts`` times with backoff; opening
+        waits while the server is at capacity.
+
+        Args:
+            index: the session.
+
+        Returns:
+            The new episode's first result.
+
+        Raises:
+            PoolError: every attempt failed (``errors[index]`` is the last error).
+            SessionBusy: the session has a reply outstanding or is checked
+                out, or another pool call is running.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            index = self._core.index(index)
+            self._core.check_free([index])
+            return self._replace(index)
+
+    def _replace(self, index: int) -> StepResult[ObsT]:
+        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
+        last: OpenEnvError | None = None
+        for _ in range(self._replace_attempts):
+            if last is not None:
+                sleep(next(delays))
+            old, provider = self._envs[index], self._providers[index]
+            self._envs[index] = self._new_env(self._urls[index])
+            _quietly(old.close)
+            try:
+                if self._factory is not None:
+                    self._providers[index] = None
+                    if provider is not None:
+                        _quietly(provider.stop)
+                    provider = _make_providers(self._factory, [index], self._env_options)[0]
+                    url = (_start([provider], [index], self._ready_timeout))[0]
+                    self._providers[index], self._urls[index] = provider, url
+                    self._envs[index] = self._new_env(url)
+                result = self._reset_waiting(self._envs[index], {})
+            except OpenEnvError as exc:
+                last = exc
+                continue
+            self._core.replaced(index, result)
+            return result
+        assert last is not None
+        raise PoolError(
+            f"could not replace session {index} in {self._replace_attempts} attempt(s): {type(last).__name__}: {last}",
+            [None],
+            {index: last},
+        ) from last
+
+    def resize(self, size: int) -> None:
+        """Grow or shrink the pool to ``size`` sessions.
+
+        Growing adds sessions at the end: on the same server for a
+        one-server pool, round-robin over the URLs of a list, or new servers
+        from the factory of a ``from_provider``/``from_docker_image`` pool; they
+        are opened at once when the pool is open.  Shrinking closes the last
+        sessions (and stops their servers).
+
+        Args:
+            size: the new number of sessions.
+
+        Raises:
+            PoolError: a new session or server could not be opened (nothing is added then).
+            SessionBusy: a session to remove has a reply outstanding or is
+                checked out, or another pool call is running.
+            EnvClosed: the pool is closed.
+        """
+        with self._guard:
+            self._check_open()
+            old = len(self._envs)
+            check_size(size)
+            if size < old:
+                self._core.check_free(range(size, old))
+                envs, providers = self._envs[size:], [p for p in self._providers[size:] if p is not None]
+                del self._envs[size:], self._providers[size:], self._urls[size:]
+                self._core.resize(size)
+                outcomes = run_all([env.close for env in envs])
+                outcomes += run_all([p.stop for p in providers])
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                return
+            indices = range(old, size)
+            providers_new: list[Provider | None] = [None] * len(indices)
+            if self._factory is not None:
+                started = _make_providers(self._factory, indices, self._env_options)
+                urls = _start(started, indices, self._ready_timeout)
+                providers_new = list(started)
+            else:
+                urls = [self._urls[i % old] for i in indices]
+            envs_new = [self._new_env(url) for url in urls]
+            if self._opened:
+                try:
+                    self._open_envs(envs_new, indices)
+                except BaseException:
+                    run_all([env.close for env in envs_new])
+                    _stop_all([p for p in providers_new if p is not None])
+                    raise
+            self._envs += envs_new
+            self._providers += providers_new
+            self._urls += urls
+            self._core.resize(size)
+
+    def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
+        """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
+
+        Use it as a context manager (entered like the pool itself): the block
+        gets the [`Env`][openenv.sync.Env] of the lowest free session.  While it is out, a pool call naming that session raises
+        ``SessionBusy``.  Its episode state is unknown when it comes back (no
+        autoreset on its next step).  A TRL-style pattern: each rollout worker
+        checks a session out of a shared pool.
+
+        Returns:
+            The context manager; entering it takes the session.
+
+        Raises:
+            SessionBusy: on entering, when no session is free (all checked out, busy or failed).
+            EnvClosed: on entering, when the pool is closed.
+        """
+        return _Checkout(self)
+
+    def _take(self) -> tuple[int, Env[ActT, ObsT, StateT]]:
+        self._check_open()
+        index = self._core.checkout()
+        return index, self._envs[index]
+
+    def _give_back(self, index: int, env: Env[ActT, ObsT, StateT]) -> None:
+        if index < len(self._envs) and self._envs[index] is env:
+            self._core.checkin(index)
+
+
+class _Checkout(Generic[ActT, ObsT, StateT]):
+    """The context manager of ``EnvPool.checkout()``."""
+
+    def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
+        self._pool = pool
+        self._taken: tuple[int, Env[ActT, ObsT, StateT]] | None = None
+
+    def __enter__(self) -> Env[ActT, ObsT, StateT]:
+        if self._taken is not None:
+            raise RuntimeError("this checkout() is already in use; call checkout() again")
+        self._taken = self._pool._take()
+        return self._taken[1]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            self._pool._give_back(*taken)
+
+
+def _bind(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
+    return lambda: fn(arg)
+
+
+def _checked_size(size: int) -> int:
+    check_size(size)
+    return size
+
+
+def _still_full(exc: CapacityReached, waited: float | None) -> CapacityReached:
+    return CapacityReached(
+        f"{exc.message}; the server was still full after waiting capacity_timeout={waited} s with backoff. "
+        "Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
+        exc.code,
+        exc.details,
+    )
+
+
+def _make_providers(
+    factory: Callable[[int], Provider], indices: Sequence[int], options: Mapping[str, Any]
+) -> list[Provider]:
+    """``factory(i)`` for each index (nothing is started); an error names the index."""
+    providers: list[Provider] = []
+    for index in indices:
+        try:
+            provider = factory(index)
+        except Exception as exc:
+            raise PoolError(
+                f"the provider factory failed for index {index}: {type(exc).__name__}: {exc}",
+                [],
+                {index: exc} if isinstance(exc, OpenEnvError) else {},
+            ) from exc
+        if "verify" in options and isinstance(provider, ServerProvider):
+            provider.verify = options["verify"]
+        providers.append(provider)
+    return providers
+
+
+def _start(providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None) -> list[str]:
+    """``start_providers``, with an error that names the index of the server that failed."""
+    tagged = [_Tagged(p) for p in providers]
+    try:
+        return start_providers(tagged, ready_timeout)
+    except Exception as exc:
+        failed = [i for i, t in zip(indices, tagged, strict=True) if t.error is not None] or list(indices)
+        index = failed[0]
+        raise PoolError(
+            f"the server of session {index} failed to start ({type(exc).__name__}: {exc}); "
+            f"every server of this call was stopped",
+            [],
+            {index: exc} if isinstance(exc, OpenEnvError) else {},
+        ) from exc
+
+
+class _Tagged:
+    """A provider that remembers whether it was the one that failed (so the error can name its index)."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.error: BaseException | None = None
+
+    def start(self) -> str:
+        try:
+            return self.provider.start()
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
+        try:
+            self.provider.wait_until_ready(base_url, timeout)
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def stop(self) -> None:
+        self.provider.stop()
+
+
+def _stop_all(providers: Sequence[Provider]) -> None:
+    run_all([p.stop for p in providers])
+
+
+def _quietly(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - replacing: the old session or server is gone either way
+        pass

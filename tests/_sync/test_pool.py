@@ -1,0 +1,365 @@
+# GENERATED from tests/_async/test_pool.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""``EnvPool`` against real servers on 127.0.0.1 (written once, generated for the sync twin)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from openenv._sync.providers import ProcessProvider
+from openenv.sync import (
+    CapacityReached,
+    Completed,
+    Env,
+    EnvClosed,
+    EnvPool,
+    ExecutionError,
+    InvalidAction,
+    MessageTimeout,
+    PoolError,
+    PoolMetrics,
+    SessionBusy,
+    SessionLost,
+)
+
+from ..envs import PeakEnv
+from ..helpers_sync import gather, sleep
+
+
+def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until the server side caught up (a closed session frees its slot a moment later)."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "condition never became true"
+        sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any) -> None:
+    server = server_factory(max_sessions=4)
+    with EnvPool(server.url, size=4) as pool:
+        assert len(pool) == 4 and len(pool.envs) == 4
+        results = pool.reset(seed=[10, 11, 12, 13], kwargs=[{"start": i} for i in range(4)])
+        assert [r.observation["note"] for r in results] == ["seed=10", "seed=11", "seed=12", "seed=13"]
+        assert [r.observation["count"] for r in results] == [0, 1, 2, 3]
+        results = pool.step([{"delta": 10 * i} for i in range(4)])
+        assert [r.observation["count"] for r in results] == [0, 11, 22, 33]
+        # a subset, in the caller's order; one dict of kwargs for all; an int seed counts up
+        results = pool.reset(seed=5, ids=[3, 1], kwargs={"start": 7})
+        assert [(r.observation["note"], r.observation["count"]) for r in results] == [("seed=5", 7), ("seed=6", 7)]
+        results = pool.step([{"delta": 1}, {"delta": 2}], ids=[1, 3])
+        assert [r.observation["count"] for r in results] == [8, 9]
+        assert pool.metrics == PoolMetrics(
+            size=4, active=4, in_flight=0, queued=0, failures=0, replacements=0, checked_out=0
+        )
+        with pytest.raises(ValueError, match="one per session"):
+            pool.step([{"delta": 1}])
+        with pytest.raises(IndexError):
+            pool.step([{"delta": 1}], ids=[4])
+    _until(lambda: server.active_sessions == 0)
+
+
+def test_steps_run_concurrently_on_the_server() -> None:
+    from openenv.server import EnvServer
+
+    PeakEnv.peak = 0
+    with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=4) as server:
+        with EnvPool(server.url, size=4) as pool:
+            pool.reset()
+            pool.step([{"delta": 1, "sleep": 0.3}] * 4)
+    assert PeakEnv.peak == 4  # all four were running at once: sent before any reply was read
+
+
+def test_max_concurrency_caps_requests_in_flight() -> None:
+    from openenv.server import EnvServer
+
+    PeakEnv.peak = 0
+    with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=5) as server:
+        with EnvPool(server.url, size=5, max_concurrency=2) as pool:
+            pool.reset()
+            results = pool.step([{"delta": i, "sleep": 0.1} for i in range(5)])
+            assert [r.observation["count"] for r in results] == [0, 1, 2, 3, 4]
+            assert PeakEnv.peak == 2
+            pool.step_async([{"delta": 1, "sleep": 0.1}] * 5)
+            metrics = pool.metrics
+            assert (metrics.in_flight, metrics.queued) == (2, 3)
+            done: list[Completed[Any]] = []
+            while len(done) < 5:
+                done += pool.recv(min_results=1)
+            assert sorted(c.index for c in done) == [0, 1, 2, 3, 4]
+            assert pool.metrics.in_flight == pool.metrics.queued == 0
+    assert PeakEnv.peak == 2
+
+
+def test_step_async_and_recv_return_the_fast_sessions_first(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=3) as pool:
+        pool.reset()
+        pool.step_async([{"delta": 1, "sleep": 1.0}, {"delta": 2}, {"delta": 3, "sleep": 1.0}])
+        with pytest.raises(SessionBusy):
+            pool.step([{"delta": 1}] * 3)  # replies are outstanding
+        first = pool.recv(min_results=1)
+        assert [c.index for c in first] == [1]
+        assert first[0].ok and first[0].result is not None and first[0].result.observation["count"] == 2
+        pool.step_async([{"delta": 5}], ids=[1])  # session 1 goes on while the others still run
+        rest = pool.recv(min_results=3)
+        assert sorted(c.index for c in rest) == [0, 1, 2]
+        counts = {c.index: c.result.observation["count"] for c in rest if c.result is not None}
+        assert counts == {0: 1, 1: 7, 2: 3}
+        assert pool.recv() == []  # nothing outstanding
+        pool.step_async([{"delta": 1, "sleep": 1.0}], ids=[0])
+        assert pool.recv(timeout=0.05) == []  # nothing arrived in time
+        assert [c.index for c in pool.recv()] == [0]
+
+
+def test_autoreset_resets_a_finished_session_on_its_next_step(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=2, autoreset=True) as pool:
+        pool.reset()
+        results = pool.step([{"delta": 10}, {"delta": 1}])
+        assert [r.done for r in results] == [True, False]
+        results = pool.step([{"delta": 3}, {"delta": 1}])
+        # session 0 was reset instead (its action ignored): the reset's result
+        assert results[0].observation["count"] == 0 and results[0].done is False
+        assert results[0].observation["note"] == "seed=None"
+        assert results[1].observation["count"] == 2
+        results = pool.step([{"delta": 3}, {"delta": 1}])
+        assert [r.observation["count"] for r in results] == [3, 3]
+
+
+def test_without_autoreset_a_finished_session_is_stepped(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=1) as pool:
+        pool.reset()
+        assert (pool.step([{"delta": 10}]))[0].done
+        assert (pool.step([{"delta": 1}]))[0].observation["count"] == 11
+
+
+def test_a_failing_session_does_not_hide_the_others(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=3) as pool:
+        pool.reset()
+        with pytest.raises(PoolError) as info:
+            pool.step([{"delta": 1}, {"delta": 99}, {"delta": 2}])
+        assert set(info.value.errors) == {1}
+        assert isinstance(info.value.errors[1], ExecutionError)
+        assert info.value.results[1] is None
+        assert [r.observation["count"] for r in info.value.results if r is not None] == [1, 2]
+        assert "indices [1]" in str(info.value)
+        assert pool.metrics.failures == 1 and pool.metrics.active == 2
+        # the failed session stays failed (nothing sent) until it is reset
+        with pytest.raises(PoolError) as info:
+            pool.step([{"delta": 1}] * 3)
+        assert isinstance(info.value.errors[1], SessionLost)
+        assert "reset(ids=[1])" in str(info.value.errors[1])
+        assert [r.observation["count"] for r in info.value.results if r is not None] == [2, 3]
+        assert (pool.reset(ids=[1]))[0].observation["count"] == 0
+        results = pool.step([{"delta": 1}] * 3)
+        assert [r.observation["count"] for r in results] == [3, 1, 4]
+        assert pool.metrics.active == 3
+        # an action the codec refuses: nothing is sent anywhere
+        with pytest.raises(InvalidAction):
+            pool.step([{"delta": 1}, {"delta": 1}, {"delta": 1, "bad": object()}])
+        assert [r.observation["count"] for r in pool.step([{"delta": 0}] * 3)] == [3, 1, 4]
+
+
+def test_a_timed_out_session_is_reported_and_the_others_come_back(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=3, message_timeout=0.5) as pool:
+        pool.reset()
+        with pytest.raises(PoolError) as info:
+            pool.step([{"delta": 1}, {"delta": 1, "sleep": 2.0}, {"delta": 1}])
+        assert isinstance(info.value.errors[1], MessageTimeout)
+        assert [r is None for r in info.value.results] == [False, True, False]
+        # recv reports a timeout as a completion (never waits past message_timeout)
+        pool.reset(ids=[1])
+        pool.step_async([{"delta": 1, "sleep": 2.0}], ids=[1])
+        (done,) = pool.recv()
+        assert done.index == 1 and isinstance(done.error, MessageTimeout) and not done.ok
+
+
+def test_a_dead_server_fails_only_its_session(server_factory: Any) -> None:
+    a, b = server_factory(max_sessions=1), server_factory(max_sessions=1)
+    with EnvPool([a.url, b.url]) as pool:
+        assert [env.base_url for env in pool.envs] == [a.url, b.url]
+        pool.reset()
+        b.stop()
+        with pytest.raises(PoolError) as info:
+            pool.step([{"delta": 1}, {"delta": 1}])
+        assert isinstance(info.value.errors[1], SessionLost)
+        assert info.value.results[0] is not None and info.value.results[0].observation["count"] == 1
+
+
+def test_replace_by_hand_and_automatically(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=2) as pool:
+        pool.reset()
+        with pytest.raises(PoolError):
+            pool.step([{"delta": 99}, {"delta": 1}])
+        old = pool.envs[0]
+        result = pool.replace(0)
+        assert result.observation["count"] == 0
+        assert pool.envs[0] is not old and old.closed
+        assert pool.metrics.replacements == 1 and pool.metrics.active == 2
+        assert [r.observation["count"] for r in pool.step([{"delta": 2}, {"delta": 2}])] == [2, 3]
+
+    with EnvPool(counter_server.url, size=3, on_failure="replace") as pool:
+        pool.reset(kwargs={"start": 5})
+        results = pool.step([{"delta": 1}, {"delta": 99}, {"delta": 1}])
+        # the failed session's slot holds the new episode's first result
+        assert [r.observation["count"] for r in results] == [6, 0, 6]
+        assert isinstance(pool.last_errors[1], ExecutionError)
+        assert pool.metrics.replacements == 1 and pool.metrics.failures == 1
+        pool.step_async([{"delta": 99}], ids=[2])
+        (done,) = pool.recv()
+        assert done.replaced and isinstance(done.error, ExecutionError)
+        assert done.result is not None and done.result.observation["count"] == 0
+
+
+def test_replacement_that_keeps_failing_raises(server_factory: Any) -> None:
+    server = server_factory(max_sessions=1)
+    pool = EnvPool(server.url, on_failure="replace", replace_attempts=2, capacity_timeout=0.2)
+    with pool:
+        pool.reset()
+        server.stop()
+        with pytest.raises(PoolError, match="could not replace session 0 in 2 attempt"):
+            pool.step([{"delta": 1}])
+
+
+def test_opening_waits_while_the_server_is_full(server_factory: Any) -> None:
+    server = server_factory(max_sessions=2)
+    blocker = Env(server.url).connect()
+    pool = EnvPool(server.url, size=2, capacity_timeout=20)
+
+    def open_pool() -> Any:
+        return pool.connect()
+
+    def free_a_slot() -> None:
+        blocker.close()
+
+    try:
+        opened, _ = gather(open_pool, free_a_slot, stagger=0.5)
+        assert opened is pool
+        assert len(pool.reset()) == 2
+    finally:
+        pool.close()
+        blocker.close()
+
+    with Env(server.url), Env(server.url):
+        full = EnvPool(server.url, capacity_timeout=0.3)
+        with pytest.raises(CapacityReached, match="still full after waiting capacity_timeout=0.3 s"):
+            with full:
+                pass
+        assert full.closed
+
+
+def test_checkout_takes_a_session_out_and_gives_it_back(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=2) as pool:
+        pool.reset()
+        with pool.checkout() as env:
+            assert env is pool.envs[0]
+            assert (env.step({"delta": 4})).observation["count"] == 4
+            assert pool.metrics.checked_out == 1
+            with pytest.raises(SessionBusy, match="checked out"):
+                pool.step([{"delta": 1}] * 2)
+            assert (pool.step([{"delta": 1}], ids=[1]))[0].observation["count"] == 1
+            with pool.checkout() as other:
+                assert other is pool.envs[1]
+                with pytest.raises(SessionBusy, match="no free session"):
+                    with pool.checkout():
+                        pass
+        assert pool.metrics.checked_out == 0
+        assert [r.observation["count"] for r in pool.step([{"delta": 1}] * 2)] == [5, 2]
+
+
+def test_resize_up_and_down(server_factory: Any) -> None:
+    server = server_factory(max_sessions=8)
+    with EnvPool(server.url, size=2) as pool:
+        pool.resize(4)
+        assert len(pool) == 4 and pool.metrics.active == 4
+        _until(lambda: server.active_sessions == 4)
+        assert [r.observation["count"] for r in pool.reset(kwargs={"start": 1})] == [1] * 4
+        pool.resize(1)
+        assert len(pool) == 1
+        _until(lambda: server.active_sessions == 1)
+        assert (pool.step([{"delta": 1}]))[0].observation["count"] == 2
+    _until(lambda: server.active_sessions == 0)
+
+
+def test_close_releases_everything_and_misuse_is_refused(server_factory: Any) -> None:
+    server = server_factory(max_sessions=4)
+    pool = EnvPool(server.url, size=4)
+    with pytest.raises(ValueError, match="size"):
+        EnvPool(server.url, size=0)
+    with pytest.raises(ValueError, match="on_failure"):
+        EnvPool(server.url, on_failure="ignore")
+    with pool:
+        pool.reset()
+        _until(lambda: server.active_sessions == 4)
+        pool.step_async([{"delta": 1, "sleep": 0.5}] * 4)
+    # closed with replies outstanding: every session is gone
+    assert pool.closed and all(env.closed for env in pool.envs)
+    _until(lambda: server.active_sessions == 0)
+    with pytest.raises(EnvClosed):
+        pool.step([{"delta": 1}] * 4)
+    pool.close()  # idempotent
+
+
+def test_from_provider_starts_one_server_per_session_and_stops_them() -> None:
+    providers: list[ProcessProvider] = []
+
+    def factory(index: int) -> ProcessProvider:
+        provider = ProcessProvider.for_environment("echo", max_sessions=1)
+        providers.append(provider)
+        return provider
+
+    pool = EnvPool.from_provider(factory, size=2, ready_timeout=30)
+    with pool:
+        assert len({env.base_url for env in pool.envs}) == 2
+        pool.reset()
+        results = pool.step([{"message": "a"}, {"message": "bb"}])
+        assert [r.observation["echoed_message"] for r in results] == ["a", "bb"]
+        pids = [p._child.pid for p in providers if p._child is not None]
+        assert len(pids) == 2
+        old = pool.providers[1]
+        pool.replace(1)
+        assert pool.providers[1] is not old and len(providers) == 3
+        pool.resize(1)
+    assert all(p._child is None for p in providers)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> None:
+    providers: list[ProcessProvider] = []
+
+    def factory(index: int) -> ProcessProvider:
+        if index == 1:
+            code = "import sys; print('cannot start', file=sys.stderr); sys.exit(3)"
+            provider = ProcessProvider([sys.executable, "-c", code])
+        else:
+            provider = ProcessProvider.for_environment("echo", max_sessions=1)
+        providers.append(provider)
+        return provider
+
+    with pytest.raises(PoolError, match="session 1 failed to start") as info:
+        EnvPool.from_provider(factory, size=3, ready_timeout=30)
+    assert "cannot start" in str(info.value)
+    assert all(p._child is None for p in providers)
+
+    def broken(index: int) -> ProcessProvider:
+        if index == 2:
+            raise RuntimeError("no such environment")
+        return ProcessProvider.for_environment("echo", max_sessions=1)
+
+    with pytest.raises(PoolError, match="factory failed for index 2: RuntimeError: no such environment"):
+        EnvPool.from_provider(broken, size=3, ready_timeout=30)
