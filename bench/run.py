@@ -303,11 +303,10 @@ def batch_summary(rs: list[dict[str, Any]], size: int) -> dict[str, Any]:
     s = summarize(rs)
     s["steps_rate"] = s["rate"] * size
     s["cpu_step"] = s["cpu"] / size
-    per_step = [r["server_cpu"] / (len(r["lat"]) * size) for r in rs]
-    busy = [r["server_cpu"] / r["wall"] for r in rs]
-    s["server_cpu_step"] = statistics.median(per_step)
-    s["server_busy"] = statistics.median(busy)
-    s["by_round"]["server_cpu_step"] = per_step
+    # /proc counts CPU in clock ticks (10 ms): summed over all rounds, not a median of per-block values
+    cpu = sum(r["server_cpu"] for r in rs)
+    s["server_cpu_step"] = cpu / sum(len(r["lat"]) * size for r in rs)
+    s["server_busy"] = cpu / sum(r["wall"] for r in rs)
     return s
 
 
@@ -746,7 +745,7 @@ def markdown(results: dict[str, Any]) -> str:
                 "",
                 f"Client: `openenv.aio.Env` x {n}, a batch = `asyncio.gather` of one step on each; "
                 f"{meta.get('server_batches')} batches per server per round. Server CPU from /proc "
-                "(user + system, all threads) over each block.",
+                "(user + system, all threads), summed over all blocks.",
                 "",
                 "| server | batch p50 | p50 range over rounds | steps/s | server CPU/step | server busy "
                 "| client CPU/step | steps/s vs 0.10.0 |",
