@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKER = HERE / "worker.py"
 ECHO_IMAGE = "openenv-test/echo:latest"
-SECTIONS = ["step", "large", "setup", "concurrent", "import", "docker"]
+SECTIONS = ["step", "large", "setup", "concurrent", "import", "docker", "pool", "boot", "server"]
 BLOB = 1 << 20
 MESSAGE = "hello, benchmark"
 
@@ -47,6 +47,34 @@ LABELS = {
     "rel-plain": "openenv 0.10.0, plain sync calls",
     "rel-dotsync": "openenv 0.10.0, .sync()",
     "floor-docker": "docker-py + raw websockets (floor)",
+}
+# the pool section: the same workers, driving N sessions per batch
+POOL_KINDS = ["ours-pool", "ours-sync", "ours-aio", "rel-dotsync"]
+POOL_LABELS = {
+    "ours-pool": "sync-pool: `openenv.sync.EnvPool`, `pool.step(actions)`",
+    "ours-sync": "sync-seq: N `openenv.sync.Env`, stepped one after another",
+    "ours-aio": "aio-gather: N `openenv.aio.Env`, `asyncio.gather`",
+    "rel-dotsync": "released-threads: N 0.10.0 `.sync()` clients on a ThreadPoolExecutor(N)",
+}
+BOOT_LABELS = {
+    "ours-pool": "`openenv.sync.EnvPool.from_docker_image(image, size={size})`",
+    "ours-sync": "`openenv.sync.Env.from_docker_image(image)` (1 container)",
+    "rel-await": "0.10.0 `GenericEnvClient.from_docker_image(image)` (1 container)",
+}
+SERVER_LABELS = {
+    "srv-ours": "ours: `python -m openenv serve echo`",
+    "srv-rel": "0.10.0: `create_app` + uvicorn (bench/released_server.py)",
+}
+CHART_LABELS = {
+    "pool:ours-pool": "sync-pool",
+    "pool:ours-sync": "sync-seq",
+    "pool:ours-aio": "aio-gather",
+    "pool:rel-dotsync": "released-threads",
+    "boot:ours-pool": "EnvPool of 8",
+    "boot:ours-sync": "Env (1)",
+    "boot:rel-await": "0.10.0 (1)",
+    "srv-ours": "our server",
+    "srv-rel": "0.10.0 server",
 }
 IMPORT_LABELS = {
     "imp:ours-sync": "import openenv.sync",
@@ -69,24 +97,35 @@ def log(*args: Any) -> None:
 class Server:
     """``python -m openenv serve SPEC`` in its own process, on 127.0.0.1 and an ephemeral port."""
 
-    def __init__(self, spec: str, max_sessions: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, spec: str, max_sessions: int, env: dict[str, str] | None = None, released: str | None = None
+    ) -> None:
         self.spec = spec
-        penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-        cmd = [
-            sys.executable,
-            "-m",
-            "openenv",
-            "serve",
-            spec,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--max-sessions",
-            str(max_sessions),
-        ]
+        if released:
+            # the released FastAPI server (bench/released_server.py) in the released venv, run from a
+            # scratch cwd and without PYTHONPATH: nothing named openenv/ may shadow the venv's package
+            penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENENV_MODE")}
+            penv.update(env or {})
+            cmd = [released, str(HERE / "released_server.py"), "--max-sessions", str(max_sessions)]
+            cwd = tempfile.gettempdir()
+        else:
+            penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+            cmd = [
+                sys.executable,
+                "-m",
+                "openenv",
+                "serve",
+                spec,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--max-sessions",
+                str(max_sessions),
+            ]
+            cwd = str(ROOT)
         self.proc = subprocess.Popen(
-            cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=penv, cwd=str(ROOT)
+            cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=penv, cwd=cwd
         )
         assert self.proc.stderr is not None
         deadline = time.monotonic() + 30
@@ -104,6 +143,11 @@ class Server:
         self._drain = threading.Thread(target=self.proc.stderr.read, daemon=True)
         self._drain.start()
 
+    def cpu(self) -> float:
+        """The server process's CPU time so far (user + system, all threads), in seconds."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -116,9 +160,9 @@ class Server:
 class Worker:
     """One contender process speaking JSON lines (see bench/worker.py)."""
 
-    def __init__(self, kind: str, python: str, logdir: Path) -> None:
+    def __init__(self, kind: str, python: str, logdir: Path, name: str | None = None) -> None:
         self.kind = kind
-        self.errlog = open(logdir / f"worker-{kind}.log", "w")
+        self.errlog = open(logdir / f"worker-{name or kind}.log", "w")
         # a scratch cwd: nothing named openenv/ may shadow the venv's package
         self.proc = subprocess.Popen(
             [python, "-u", str(WORKER), kind],
@@ -247,6 +291,68 @@ def section_concurrent(workers: dict[str, Worker], url: str, sessions: int, step
     return {k: summarize(v) for k, v in raw.items()}
 
 
+def server_timed(worker: Worker, server: Server, n: int) -> dict[str, Any]:
+    """One block of n batches, with the server's CPU time over it."""
+    c0 = server.cpu()
+    r = worker.call(op="batches", n=n)
+    r["server_cpu"] = server.cpu() - c0
+    return r
+
+
+def batch_summary(rs: list[dict[str, Any]], size: int) -> dict[str, Any]:
+    s = summarize(rs)
+    s["steps_rate"] = s["rate"] * size
+    s["cpu_step"] = s["cpu"] / size
+    # /proc counts CPU in clock ticks (10 ms): summed over all rounds, not a median of per-block values
+    cpu = sum(r["server_cpu"] for r in rs)
+    s["server_cpu_step"] = cpu / sum(len(r["lat"]) * size for r in rs)
+    s["server_busy"] = cpu / sum(r["wall"] for r in rs)
+    return s
+
+
+def section_pool(workers: dict[str, Worker], server: Server, size: int, n: int, rounds: int) -> dict[str, Any]:
+    """N sessions per contender, all open for the whole section; a block is n batches."""
+    kinds = list(workers)
+    try:
+        for kind in kinds:
+            workers[kind].call(op="mopen", url=server.url, size=size, message=MESSAGE, warmup=max(3, 200 // size))
+        raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], server, n))
+    finally:
+        for kind in kinds:
+            workers[kind].call(op="mclose")
+    return {k: batch_summary(v, size) for k, v in raw.items()}
+
+
+def section_server(
+    workers: dict[str, Worker], servers: dict[str, Server], size: int, n: int, rounds: int
+) -> dict[str, Any]:
+    """One client worker per server (the same kind), N sessions each; server CPU read from /proc."""
+    kinds = list(servers)
+    try:
+        for kind in kinds:
+            workers[kind].call(op="mopen", url=servers[kind].url, size=size, message=MESSAGE, warmup=10)
+        raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], servers[k], n))
+    finally:
+        for kind in kinds:
+            workers[kind].call(op="mclose")
+    return {k: batch_summary(v, size) for k, v in raw.items()}
+
+
+def section_boot(workers: dict[str, Worker], size: int, rounds: int) -> dict[str, Any]:
+    """``ours-pool``: a pool of ``size`` containers; the others: one container (the docker op)."""
+
+    def once(kind: str) -> dict[str, Any]:
+        if kind == "ours-pool":
+            return workers[kind].call(op="boot", image=ECHO_IMAGE, size=size)
+        return workers[kind].call(op="docker", image=ECHO_IMAGE)
+
+    kinds = list(workers)
+    for kind in kinds:  # warm-up
+        once(kind)
+    raw = run_rounds(kinds, rounds, once)
+    return _docker_summary(raw)
+
+
 IMPORT_SNIPPET = (
     "import time, resource\n"
     "t0 = time.perf_counter()\n"
@@ -329,11 +435,23 @@ def docker_available() -> str | None:
     return None
 
 
+def have_pool() -> bool:
+    try:
+        from openenv.sync import EnvPool  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def section_docker(workers: dict[str, Worker], rounds: int) -> dict[str, Any]:
     kinds = list(workers)
     for kind in kinds:  # warm-up: one cold start each (image layers in the page cache)
         workers[kind].call(op="docker", image=ECHO_IMAGE)
     raw = run_rounds(kinds, rounds, lambda k: workers[k].call(op="docker", image=ECHO_IMAGE))
+    return _docker_summary(raw)
+
+
+def _docker_summary(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for kind, rs in raw.items():
         result[kind] = {
@@ -406,6 +524,21 @@ TARGETS = [
     ),
     ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-sync", ">=", 2, "0.10.0 / ours sync"),
     ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-aio", ">=", 2, "0.10.0 / ours aio"),
+    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "ours-aio", ">=", 0.9, "sync-pool / aio-gather"),
+    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "ours-sync", ">=", 5, "sync-pool / sync-seq"),
+    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "rel-dotsync", ">=", 2, "sync-pool / released-threads"),
+    ("32 sessions: batches/s", "pool32", "rate", "ours-pool", "ours-aio", ">=", 0.9, "sync-pool / aio-gather"),
+    ("32 sessions: batches/s", "pool32", "rate", "ours-pool", "rel-dotsync", ">=", 2, "sync-pool / released-threads"),
+    (
+        "Docker boot of 8 containers, to first reset on all",
+        "boot",
+        "ready",
+        "ours-pool",
+        "ours-sync",
+        "<=",
+        1.5,
+        "EnvPool of 8 / Env of 1",
+    ),
 ]
 
 
@@ -418,6 +551,7 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
         b = res.get(section, {}).get(den)
         row: dict[str, Any] = {
             "measure": measure,
+            "section": section,
             "target": f"{op} {bound:g} ({what})",
             "ratio": None,
             "paired": None,
@@ -450,7 +584,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Run {meta['started']} on {meta['machine']}; Python {meta['python']}, websockets {meta['websockets']}; "
         f"{meta['rounds']} rounds (concurrent {meta.get('conc_rounds')}, import {meta.get('import_rounds')}, "
-        f"Docker {meta.get('docker_rounds')}), {meta['duration_s']:.0f} s in all, load average "
+        f"Docker {meta.get('docker_rounds')}, boot {meta.get('boot_rounds')}), sections "
+        f"{', '.join(meta.get('sections', []))}; {meta['duration_s']:.0f} s in all, load average "
         f"{meta['load_before'][0]:.1f} before and {meta['load_after'][0]:.1f} after. Generated by `nox -s bench` "
         "(bench/run.py); what each contender does: bench/README.md. Medians of one run; ratios are "
         "between contenders measured side by side, interleaved round-robin.",
@@ -551,6 +686,83 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
     elif "docker" in meta.get("skipped", {}):
         lines.extend(["## Docker cold start", "", f"Skipped: {meta['skipped']['docker']}", ""])
+    for size in (8, 32):
+        pool = res.get(f"pool{size}")
+        if not pool:
+            continue
+        ref = pool.get("ours-pool", {}).get("rate")
+        lines.extend(
+            [
+                f"## Batch step over {size} sessions (server --max-sessions {4 * 32 + 8})",
+                "",
+                f"A batch is one step on each of the {size} sessions; "
+                f"{(meta.get('pool_batches') or {}).get(str(size))} batches per contender per round, every "
+                "contender's sessions open for the whole section.",
+                "",
+                "| contender | batch p50 | p50 range over rounds | batch p99 | batches/s | steps/s "
+                "| client CPU/step | server CPU/step | server busy | sync-pool's throughput / this |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+            ]
+        )
+        for k, v in pool.items():
+            vs = f"{ref / v['rate']:.2f}×" if ref else "–"
+            lines.append(
+                f"| {POOL_LABELS.get(k, k)} | {us(v['p50'])} | {us(v['p50_min'])} – {us(v['p50_max'])} | "
+                f"{us(v['p99'])} | {v['rate']:,.1f} | {v['steps_rate']:,.0f} | {us(v['cpu_step'])} | "
+                f"{us(v['server_cpu_step'])} | {v['server_busy']:.0%} | {vs} |"
+            )
+        lines.append("")
+    boot = res.get("boot")
+    if boot:
+        size = meta.get("boot_size", 8)
+        lines.extend(
+            [
+                f"## Booting {size} containers vs 1 (`{ECHO_IMAGE}`)",
+                "",
+                "`ready`: from the call until every session's first reset replied (pool: entered, then "
+                "`pool.reset()`); `close`: until every container is removed.",
+                "",
+                "| contender | to first reset | range | close | total | vs 1 container (ours) | containers left |",
+                "|---|---|---|---|---|---|---|",
+            ]
+        )
+        one = boot.get("ours-sync", {}).get("ready")
+        for k, v in boot.items():
+            vs = f"{v['ready'] / one:.2f}×" if one else "–"
+            lines.append(
+                f"| {BOOT_LABELS.get(k, k).format(size=size)} | {v['ready']:.3f} s | {v['ready_min']:.3f} – "
+                f"{v['ready_max']:.3f} s | {v['close']:.3f} s | {v['total']:.3f} s | {vs} | {v['left']} |"
+            )
+        lines.append("")
+    elif "boot" in meta.get("skipped", {}):
+        lines.extend(["## Booting containers", "", f"Skipped: {meta['skipped']['boot']}", ""])
+    srv = res.get("server")
+    if srv:
+        n = meta.get("server_sessions")
+        lines.extend(
+            [
+                f"## Server: {n} sessions, same client, same echo logic",
+                "",
+                f"Client: `openenv.aio.Env` x {n}, a batch = `asyncio.gather` of one step on each; "
+                f"{meta.get('server_batches')} batches per server per round. Server CPU from /proc "
+                "(user + system, all threads), summed over all blocks.",
+                "",
+                "| server | batch p50 | p50 range over rounds | steps/s | server CPU/step | server busy "
+                "| client CPU/step | steps/s vs 0.10.0 |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+        )
+        rel = srv.get("srv-rel", {}).get("steps_rate")
+        for k, v in srv.items():
+            vs = f"{v['steps_rate'] / rel:.2f}×" if rel else "–"
+            lines.append(
+                f"| {SERVER_LABELS.get(k, k)} | {us(v['p50'])} | {us(v['p50_min'])} – {us(v['p50_max'])} | "
+                f"{v['steps_rate']:,.0f} | {us(v['server_cpu_step'])} | {v['server_busy']:.0%} | "
+                f"{us(v['cpu_step'])} | {vs} |"
+            )
+        lines.append("")
+    elif "server" in meta.get("skipped", {}):
+        lines.extend(["## Server", "", f"Skipped: {meta['skipped']['server']}", ""])
     lines.extend(
         [
             "## Targets",
@@ -562,7 +774,10 @@ def markdown(results: dict[str, Any]) -> str:
             "|---|---|---|---|---|",
         ]
     )
+    chosen = set(meta.get("sections", SECTIONS))
     for t in results["targets"]:
+        if t["met"] is None and t.get("section", "").rstrip("0123456789") not in chosen:
+            continue  # a section this run left out
         ratio = "–" if t["ratio"] is None else f"{t['ratio']:.3f}"
         paired = "–" if t.get("paired") is None else f"{t['paired']:.3f}"
         met = "not measured" if t["met"] is None else ("**met**" if t["met"] else "**missed**")
@@ -596,6 +811,20 @@ def chart(results: dict[str, Any], path: Path) -> None:
         )
     if res.get("docker"):
         panels.append(("Docker: to first reset (s)", {k: v["ready"] for k, v in res["docker"].items()}))
+    for size in (8, 32):
+        if res.get(f"pool{size}"):
+            panels.append(
+                (
+                    f"{size} sessions: steps/s in batches (higher is better)",
+                    {f"pool:{k}": v["steps_rate"] for k, v in res[f"pool{size}"].items()},
+                )
+            )
+    if res.get("boot"):
+        panels.append(("boot: to first reset on all (s)", {f"boot:{k}": v["ready"] for k, v in res["boot"].items()}))
+    if res.get("server"):
+        panels.append(
+            ("server, 32 sessions: steps/s (higher is better)", {k: v["steps_rate"] for k, v in res["server"].items()})
+        )
     if not panels:
         return
     cols = 2
@@ -603,13 +832,14 @@ def chart(results: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(14, 3.2 * rows), squeeze=False)
     for ax, (title, data) in zip(axes.flat, panels, strict=False):
         names = [IMPORT_LABELS.get(k, LABELS.get(k, k)) for k in data]
+        names = [CHART_LABELS.get(n, n.split(":", 1)[1] if n.startswith(("pool:", "boot:")) else n) for n in names]
         colors = [
             "tab:green"
-            if k.startswith(("ours", "imp:ours"))
+            if k.startswith(("ours", "imp:ours", "pool:ours", "boot:ours", "srv-ours"))
             else "tab:gray"
             if ("raw" in k or "floor" in k)
             else "tab:orange"
-            if k.startswith(("rel", "imp:rel"))
+            if k.startswith(("rel", "imp:rel", "pool:rel", "boot:rel", "srv-rel"))
             else "tab:blue"
             for k in data
         ]
@@ -653,6 +883,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--docker-rounds", type=int, default=7, help="measured rounds of the Docker section (default 7)"
     )
+    parser.add_argument("--boot-rounds", type=int, default=4, help="measured rounds of the boot section (default 4)")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")
     parser.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/results)")
     parser.add_argument("--no-commit-copy", action="store_true", help="do not update bench/RESULTS.md")
@@ -668,6 +899,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     docker_rounds = 1 if args.quick else args.docker_rounds
     step_n, large_n, setup_n = (100, 5, 10) if args.quick else (150, 10, 15)
     conc_sessions, conc_steps = 64, (5 if args.quick else 20)
+    boot_rounds = 1 if args.quick else args.boot_rounds
+    boot_size = 8
+    pool_batches = {8: 10, 32: 4} if args.quick else {8: 60, 32: 20}
+    server_sessions, server_batches = 32, (4 if args.quick else 20)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     logdir = out_dir / "logs"
@@ -692,6 +927,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "conc_rounds": conc_rounds,
         "import_rounds": import_rounds,
         "docker_rounds": docker_rounds,
+        "boot_rounds": boot_rounds,
+        "boot_size": boot_size,
+        "pool_batches": {str(k): v for k, v in pool_batches.items()},
+        "server_sessions": server_sessions,
+        "server_batches": server_batches,
         "step_n": step_n,
         "large_n": large_n,
         "setup_n": setup_n,
@@ -707,12 +947,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds = ["ours-sync", "raw-sync", "ours-aio", "raw-async"]
     if released:
         kinds += ["rel-plain", "rel-dotsync", "rel-await"]
-    docker_skip = docker_available() if "docker" in only else None
-    if docker_skip:
-        skipped["docker"] = docker_skip
-        log(f"docker: skipped: {docker_skip}")
-    need_workers = any(s in only for s in ("step", "large", "setup", "concurrent")) or (
-        "docker" in only and not docker_skip
+    pool_missing = None if have_pool() else "this build has no `openenv.sync.EnvPool`"
+    if pool_missing and "pool" in only:
+        notes.append(f"pool: the sync-pool contender was left out: {pool_missing}")
+    if pool_missing and "boot" in only:
+        skipped["boot"] = pool_missing
+    if ("pool" in only or "boot" in only) and not pool_missing:
+        kinds.append("ours-pool")
+    docker_skip = docker_available() if ("docker" in only or "boot" in only) else None
+    for sec in ("docker", "boot"):
+        if docker_skip and sec in only and sec not in skipped:
+            skipped[sec] = docker_skip
+            log(f"{sec}: skipped: {docker_skip}")
+    if "server" in only and not released:
+        skipped["server"] = "no --released-python given: the released server needs the 0.10.0 venv"
+        log(f"server: skipped: {skipped['server']}")
+    # only the workers the chosen sections use
+    uses = {
+        "step": set(kinds),
+        "large": set(kinds),
+        "setup": set(kinds),
+        "concurrent": {"ours-aio", "raw-async", "rel-await"},
+        "docker": set() if docker_skip else {"ours-sync", "ours-aio", "raw-sync", "rel-await"},
+        "pool": set(POOL_KINDS),
+        "boot": set() if "boot" in skipped else {"ours-pool", "ours-sync", "rel-await"},
+    }
+    wanted = set().union(*(uses.get(sec, set()) for sec in only))
+    kinds = [k for k in kinds if k in wanted]
+    need_workers = any(s in only for s in ("step", "large", "setup", "concurrent", "pool")) or (
+        any(s in only for s in ("docker", "boot")) and not docker_skip
     )
 
     workers: dict[str, Worker] = {}
@@ -763,6 +1026,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"docker: {docker_rounds} rounds of {dkinds}")
             dres = section_docker({k: workers[k] for k in dkinds}, docker_rounds)
             res["docker"] = {("floor-docker" if k == "raw-sync" else k): v for k, v in dres.items()}
+        if "pool" in only:
+            pkinds = [k for k in POOL_KINDS if k in workers]
+            pserver = Server("echo", len(pkinds) * 32 + 8)
+            servers.append(pserver)
+            try:
+                for size in (8, 32):
+                    log(f"pool: {size} sessions, {pool_batches[size]} batches x {rounds} rounds of {pkinds}")
+                    res[f"pool{size}"] = section_pool(
+                        {k: workers[k] for k in pkinds}, pserver, size, pool_batches[size], rounds
+                    )
+            finally:
+                pserver.stop()
+        if "boot" in only and not docker_skip and not pool_missing:
+            bkinds = [k for k in ("ours-pool", "ours-sync", "rel-await") if k in workers]
+            log(f"boot: {boot_size} containers vs 1, {boot_rounds} rounds of {bkinds}")
+            res["boot"] = section_boot({k: workers[k] for k in bkinds}, boot_size, boot_rounds)
+        if "server" in only and released:
+            cap = server_sessions + 8
+            srv = {"srv-ours": Server("echo", cap), "srv-rel": Server("echo", cap, released=released)}
+            servers.extend(srv.values())
+            # the same client (ours-aio) for both: one worker per server so each keeps its sessions open
+            clients = {k: Worker("ours-aio", sys.executable, logdir, name=f"ours-aio-{k}") for k in srv}
+            try:
+                log(f"server: {server_sessions} sessions, {server_batches} batches x {rounds} rounds")
+                res["server"] = section_server(clients, srv, server_sessions, server_batches, rounds)
+            finally:
+                for w in clients.values():
+                    w.quit()
+                for sv in srv.values():
+                    sv.stop()
     finally:
         for w in workers.values():
             w.quit()

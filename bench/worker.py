@@ -16,10 +16,13 @@ Kinds (what each one does is documented in bench/README.md):
     rel-await    openenv 0.10.0 GenericEnvClient, awaited        (released venv)
     rel-plain    openenv 0.10.0 GenericEnvClient, plain calls    (released venv)
     rel-dotsync  openenv 0.10.0 GenericEnvClient(...).sync()     (released venv)
+    ours-pool    openenv.sync.EnvPool                   (bench venv)
 
 Commands: ``open`` (connect + reset + warm-up on one session), ``steps``
 (n timed steps), ``close``, ``setup`` (n x connect+reset+close), ``conc``
-(S sessions x M concurrent steps), ``docker`` (one cold start), ``quit``.
+(S sessions x M concurrent steps), ``docker`` (one cold start), ``mopen``
+(N sessions), ``batches`` (n timed batches: one step on every session),
+``mclose``, ``boot`` (a pool of N containers: one cold start), ``quit``.
 """
 
 from __future__ import annotations
@@ -130,7 +133,60 @@ class SyncContender:
         return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
 
 
-class OursSync(SyncContender):
+class Many:
+    """Mixin: N sessions at once, stepped as one batch (the pool section)."""
+
+    many: list[Any]
+
+    def mopen(self, url: str, size: int, message: str, warmup: int) -> dict[str, Any]:
+        self.action = {"message": message}  # type: ignore[attr-defined]
+        self.many = []
+        deadline = _retry_deadline()
+        while len(self.many) < size:  # slots free up just after another contender's sessions closed
+            try:
+                s = self.connect(url)  # type: ignore[attr-defined]
+                self.reset(s)  # type: ignore[attr-defined]
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+                continue
+            self.many.append(s)
+        self.start_batches(size)
+        for obs in self.batch():
+            _check(obs, message, 0)
+        for _ in range(warmup):
+            self.batch()
+        return {"ok": True}
+
+    def start_batches(self, size: int) -> None:
+        pass
+
+    def batch(self) -> list[Any]:
+        """One step on every session, one after another."""
+        step, action = self.step, self.action  # type: ignore[attr-defined]
+        return [step(s, action) for s in self.many]
+
+    def batches(self, n: int) -> dict[str, Any]:
+        batch = self.batch
+        lat: list[int] = []
+        gc.collect()
+        c0, w0 = _cpu(), _now()
+        for _ in range(n):
+            t = _now()
+            batch()
+            lat.append(_now() - t)
+        w1, c1 = _now(), _cpu()
+        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
+
+    def mclose(self) -> dict[str, Any]:
+        for s in getattr(self, "many", []):
+            self.close(s)  # type: ignore[attr-defined]
+        self.many = []
+        return {"ok": True}
+
+
+class OursSync(Many, SyncContender):
     def __init__(self) -> None:
         super().__init__()
         from openenv.sync import Env
@@ -221,8 +277,12 @@ class RawSync(SyncContender):
         return _docker_times(t0, t1, t2, _left_by_id(container.id))
 
 
-class RelSync(SyncContender):
-    """openenv 0.10.0: plain sync calls (``dotsync=False``) or ``.sync()``."""
+class RelSync(Many, SyncContender):
+    """openenv 0.10.0: plain sync calls (``dotsync=False``) or ``.sync()``.
+
+    Many sessions (``mopen``/``batches``): one client per session, a batch is
+    one ``step`` per client submitted to a ``ThreadPoolExecutor`` of N threads.
+    """
 
     def __init__(self, dotsync: bool) -> None:
         super().__init__()
@@ -230,6 +290,26 @@ class RelSync(SyncContender):
 
         self.Client = GenericEnvClient
         self.dotsync = dotsync
+        self.executor: Any = None
+
+    def start_batches(self, size: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.executor is not None:
+            self.executor.shutdown()
+        self.executor = ThreadPoolExecutor(max_workers=size)
+
+    def batch(self) -> list[Any]:
+        step, action = self.step, self.action
+        futures = [self.executor.submit(step, s, action) for s in self.many]
+        return [f.result() for f in futures]
+
+    def mclose(self) -> dict[str, Any]:
+        super().mclose()
+        if self.executor is not None:
+            self.executor.shutdown()
+            self.executor = None
+        return {"ok": True}
 
     def connect(self, url: str) -> Any:
         client = self.Client(base_url=url)
@@ -246,6 +326,71 @@ class RelSync(SyncContender):
 
     def close(self, s: Any) -> None:
         s.close()
+
+
+class OursPool(SyncContender):
+    """``openenv.sync.EnvPool``: N sessions, one ``pool.step(actions)`` per batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from openenv.sync import EnvPool
+
+        self.EnvPool = EnvPool
+        self.pool: Any = None
+
+    def mopen(self, url: str, size: int, message: str, warmup: int) -> dict[str, Any]:
+        self.action = {"message": message}
+        deadline = _retry_deadline()
+        while True:
+            pool = self.EnvPool(url, size=size)
+            try:
+                pool.__enter__()
+                pool.reset()
+                break
+            except Exception:
+                pool.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        self.pool, self.actions = pool, [self.action] * size
+        for r in pool.step(self.actions):
+            _check(r.observation, message, 0)
+        for _ in range(warmup):
+            pool.step(self.actions)
+        return {"ok": True}
+
+    def batches(self, n: int) -> dict[str, Any]:
+        step, actions = self.pool.step, self.actions
+        lat: list[int] = []
+        gc.collect()
+        c0, w0 = _cpu(), _now()
+        for _ in range(n):
+            t = _now()
+            step(actions)
+            lat.append(_now() - t)
+        w1, c1 = _now(), _cpu()
+        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
+
+    def mclose(self) -> dict[str, Any]:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        return {"ok": True}
+
+    def boot(self, image: str, size: int) -> dict[str, Any]:
+        """``EnvPool.from_docker_image(image, size=N)``: entered and reset on all, then closed."""
+        t0 = _now()
+        pool = self.EnvPool.from_docker_image(image, size=size)
+        pool.__enter__()
+        try:
+            results = pool.reset()
+            t1 = _now()
+        finally:
+            pool.close()
+        t2 = _now()
+        if len(results) != size:
+            raise RuntimeError(f"pool reset returned {len(results)} results, expected {size}")
+        return _docker_times(t0, t1, t2, _left_by_label())
 
 
 # ---------------------------------------------------------------------------
@@ -345,7 +490,43 @@ class AsyncContender:
         return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
 
 
-class OursAio(AsyncContender):
+class ManyAsync:
+    """Mixin: N sessions, a batch is ``asyncio.gather`` of one step on each."""
+
+    many: list[Any]
+
+    async def mopen(self, url: str, size: int, message: str, warmup: int) -> dict[str, Any]:
+        self.action = {"message": message}  # type: ignore[attr-defined]
+        self.many = list(await asyncio.gather(*(self._connect_reset(url) for _ in range(size))))  # type: ignore[attr-defined]
+        for obs in await self.batch():
+            _check(obs, message, 0)
+        for _ in range(warmup):
+            await self.batch()
+        return {"ok": True}
+
+    async def batch(self) -> list[Any]:
+        step, action = self.step, self.action  # type: ignore[attr-defined]
+        return list(await asyncio.gather(*(step(s, action) for s in self.many)))
+
+    async def batches(self, n: int) -> dict[str, Any]:
+        batch = self.batch
+        lat: list[int] = []
+        gc.collect()
+        c0, w0 = _cpu(), _now()
+        for _ in range(n):
+            t = _now()
+            await batch()
+            lat.append(_now() - t)
+        w1, c1 = _now(), _cpu()
+        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
+
+    async def mclose(self) -> dict[str, Any]:
+        await asyncio.gather(*(self.close(s) for s in getattr(self, "many", [])))  # type: ignore[attr-defined]
+        self.many = []
+        return {"ok": True}
+
+
+class OursAio(ManyAsync, AsyncContender):
     def __init__(self) -> None:
         super().__init__()
         from openenv.aio import Env
@@ -479,6 +660,7 @@ KINDS = {
     "ours-aio": lambda: OursAio(),
     "raw-async": lambda: RawAsync(),
     "rel-await": lambda: RelAwait(),
+    "ours-pool": lambda: OursPool(),
 }
 
 
@@ -499,6 +681,14 @@ def _dispatch_sync(c: Any, cmd: dict[str, Any]) -> dict[str, Any]:
         return c.setup(cmd["url"], cmd["n"])
     if op == "docker":
         return c.docker(cmd["image"])
+    if op == "mopen":
+        return c.mopen(cmd["url"], cmd["size"], cmd["message"], cmd["warmup"])
+    if op == "batches":
+        return c.batches(cmd["n"])
+    if op == "mclose":
+        return c.mclose()
+    if op == "boot":
+        return c.boot(cmd["image"], cmd["size"])
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -516,6 +706,12 @@ async def _dispatch_async(c: Any, cmd: dict[str, Any]) -> dict[str, Any]:
         return await c.conc(cmd["url"], cmd["sessions"], cmd["steps"], cmd["message"])
     if op == "docker":
         return await c.docker(cmd["image"])
+    if op == "mopen":
+        return await c.mopen(cmd["url"], cmd["size"], cmd["message"], cmd["warmup"])
+    if op == "batches":
+        return await c.batches(cmd["n"])
+    if op == "mclose":
+        return await c.mclose()
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -524,6 +720,8 @@ def main_sync(c: Any) -> None:
         cmd = json.loads(line)
         if cmd["op"] == "quit":
             c.close_session()
+            if hasattr(c, "mclose"):
+                c.mclose()
             return
         try:
             _send(_dispatch_sync(c, cmd))
@@ -546,6 +744,8 @@ async def main_async(c: Any) -> None:
         except Exception as exc:
             _send({"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
     await c.close_session()
+    if hasattr(c, "mclose"):
+        await c.mclose()
 
 
 def main() -> None:
