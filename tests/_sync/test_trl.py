@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 import pytest
 
-from openenv.sync import CapacityReached, EnvClosed, ServerProvider, ToolError, environment_factory
+from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
+from openenv._shim_sync import sleep
 from openenv.server import Environment, EnvServer
 
 from ..envs import CounterEnv, GuessEnv
@@ -246,6 +247,35 @@ def test_waits_for_capacity_with_backoff(server_factory: Any) -> None:
         assert second.step(delta=1) == '{"count":1,"note":"","blob":""}'
     finally:
         cls.close()
+
+
+def test_instances_check_sessions_out_of_a_shared_pool(guess_server: Any) -> None:
+    """TRL's shape over a pool: each instance checks a session out on its first reset, back in on close."""
+    with EnvPool(guess_server.url, size=2) as pool:
+        sessions = {id(env) for env in pool.envs}
+        cls = environment_factory(pool, capacity_timeout=0.2)
+        assert [tool.name for tool in cls.tools] == [tool.name for tool in pool.envs[0].list_tools()]
+        first, second, third = cls(), cls(), cls()
+        first.reset(seed=1)
+        second.reset(seed=2)
+        assert first.env is not None and second.env is not None and first.env is not second.env
+        assert {id(first.env), id(second.env)} == sessions  # the pool's own sessions, no new connection
+        assert pool.metrics.checked_out == 2
+        with pytest.raises(SessionBusy, match="capacity_timeout=0.2"):
+            third.reset()  # both sessions are out
+        first.close()  # back to the pool, still open
+        assert pool.metrics.checked_out == 1 and all(env.connected for env in pool.envs)
+        third.reset(seed=3)
+        assert third.env is not None and id(third.env) in sessions
+        cls.close()  # gives every session back; the pool stays open
+        assert pool.metrics.checked_out == 0
+        results = pool.reset()
+        assert len(results) == 2
+    for _ in range(200):  # the server ends a session once it has read the close
+        if guess_server.active_sessions == 0:
+            break
+        sleep(0.01)
+    assert guess_server.active_sessions == 0
 
 
 def test_render_option(echo_server: Any) -> None:

@@ -30,11 +30,12 @@ from .._blocking.retry import Deadline, backoff
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
-from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, ToolError
+from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
 from .._core.options import EnvOptions
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import run_to_completion, sleep
 from .env import Env
+from .pool import EnvPool
 from .providers import Provider
 
 if TYPE_CHECKING:
@@ -62,8 +63,10 @@ class _Shared:
         render: Callable[[Any], str] | None,
         raise_tool_errors: bool,
         capacity_timeout: float | None,
+        pool: EnvPool[Any, Any, Any] | None = None,
     ) -> None:
         self.name = name
+        self.pool = pool  # sessions are checked out of it (the caller owns the pool)
         self.base_url = base_url
         self.root = root  # the client that owns the provider (Docker container, process), if any
         self.options = options
@@ -119,7 +122,7 @@ class _Shared:
                 await instance._close_session()
         finally:
             if self.root is not None:
-                await self.root.close()
+                await self.root.close()  # a pool passed in stays open: its owner closes it
 
     def at_exit(self) -> None:
         if self.closed:
@@ -193,6 +196,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.reward: float = 0.0
         self.done: bool = False
         self._env: Env[Any, Any, Any] | None = None
+        self._checkout: Any = None  # the pool checkout holding ``_env``, when the class uses a pool
         type(self)._openenv.add(self)
 
     @property
@@ -216,6 +220,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
 
         Raises:
             CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
+            SessionBusy: (a class over a pool) every session of the pool stayed
+                checked out for ``capacity_timeout`` seconds.
             EnvClosed: the class was closed.
         """
         shared = self._openenv
@@ -237,7 +243,22 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         while True:
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
-                self._env = Env(shared.base_url, **shared.options)
+                if shared.pool is not None:
+                    checkout = shared.pool.checkout()
+                    try:
+                        self._env = await checkout.__aenter__()
+                    except SessionBusy:  # every session of the pool is out: wait for one to come back
+                        if deadline.expired:
+                            raise SessionBusy(
+                                f"no session of the pool came free within capacity_timeout="
+                                f"{shared.capacity_timeout} s: make the pool at least as large as the "
+                                "number of instances (the generation batch size)"
+                            ) from None
+                        await sleep(deadline.cap(next(delays)))
+                        continue
+                    self._checkout = checkout
+                else:
+                    self._env = Env(shared.base_url, **shared.options)
             try:
                 return await self._env.reset(**kwargs)
             except CapacityReached as exc:
@@ -288,8 +309,11 @@ class TRLEnvironment(metaclass=_ToolsMeta):
 
     async def _close_session(self) -> None:
         env, self._env = self._env, None
+        checkout, self._checkout = self._checkout, None
         self._openenv.discard(self)
-        if env is not None:
+        if checkout is not None:
+            await checkout.__aexit__(None, None, None)  # back to the pool, which keeps it open
+        elif env is not None:
             await env.close()
 
     async def __aenter__(self) -> Self:
@@ -366,7 +390,7 @@ def _class_name(name: str | None, metadata: Any) -> str:
 
 
 async def environment_factory(
-    target: str | Provider,
+    target: str | Provider | EnvPool[Any, Any, Any],
     *,
     reward: str = "sum",
     render: Callable[[Any], str] | None = None,
@@ -414,9 +438,17 @@ async def environment_factory(
     ``max_concurrent_envs``/``MAX_CONCURRENT_ENVS`` to at least the generation
     batch size), and ends it on ``instance.close()``, ``cls.close()`` or exit.
 
+    With an [`EnvPool`][openenv.sync.EnvPool] as ``target``, no server is
+    started and no session opened: each instance checks a session out of the
+    pool on its first ``reset`` (waiting up to ``capacity_timeout`` while all
+    are out) and checks it back in on ``instance.close()`` or ``cls.close()``.
+    The pool stays open (close it yourself); its servers, options and codec
+    are the ones used, and the connection options given here are ignored.
+
     Args:
         target: what ``Env.from_env`` accepts (a server URL, a Docker image or
-            Space id, an environment checkout directory), or a provider.
+            Space id, an environment checkout directory), a provider, or an
+            [`EnvPool`][openenv.sync.EnvPool] to check sessions out of.
         reward: ``"sum"`` (default) adds up the step rewards; ``"last"`` keeps
             the last one, for environments that report a cumulative score.
         render: turns what the model sees into text: called with the reset
@@ -460,7 +492,14 @@ async def environment_factory(
     elif reset_keys is not None:
         keys = frozenset(reset_keys)
     root: Env[Any, Any, Any] | None = None
-    if isinstance(target, str):
+    pool: EnvPool[Any, Any, Any] | None = None
+    if isinstance(target, EnvPool):
+        pool = target
+        await pool.connect()
+        if not len(pool):
+            raise ValueError("environment_factory needs a pool of at least one session")
+        probe = pool.envs[0]
+    elif isinstance(target, str):
         where = classify_source(target, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             options["headers"] = hosted_headers(where.target, options.get("headers"))
@@ -486,12 +525,15 @@ async def environment_factory(
         timeout = probe.options.message_timeout
         schema = await _get_json(base_url, "/schema", headers, timeout)
         metadata = await _get_json(base_url, "/metadata", headers, timeout)
-        if root is None:
+        if pool is not None:
+            pass  # the pool's session stays: an instance checks it out
+        elif root is None:
             await probe.close()
         else:
             await root.disconnect()  # keep the server, free the session slot for the instances
     except BaseException:
-        await probe.close()
+        if pool is None:
+            await probe.close()
         raise
     class_name = _class_name(name, metadata)
     if tools:
@@ -515,6 +557,7 @@ async def environment_factory(
         render=render,
         raise_tool_errors=raise_tool_errors,
         capacity_timeout=capacity_timeout,
+        pool=pool,
     )
     listing = ", ".join(spec.name for spec in specs)
     namespace: dict[str, Any] = {
