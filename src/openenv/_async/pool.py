@@ -836,8 +836,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Use it as a context manager (entered like the pool itself): the block
         gets the [`Env`][openenv.sync.Env] of the lowest free session.  While it
-        is out, a pool call naming that session raises ``SessionBusy``.  Its episode state is unknown when it comes back (no
-        autoreset on its next step).  A TRL-style pattern: each rollout worker
+        is out, a pool call naming that session raises ``SessionBusy``.  Its
+        episode state is unknown when it comes back (no autoreset on its next
+        step).  A TRL-style pattern: each rollout worker
         checks a session out of a shared pool.
 
         Returns:
