@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import pytest
 
-from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv._shim_sync import sleep
+from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv.server import Environment, EnvServer
 
 from ..envs import CounterEnv, GuessEnv
