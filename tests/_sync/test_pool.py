@@ -13,6 +13,7 @@ import pytest
 
 from openenv._sync.providers import ProcessProvider
 from openenv.sync import (
+    BootstrapError,
     CapacityReached,
     Completed,
     Env,
@@ -351,8 +352,9 @@ def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> No
         providers.append(provider)
         return provider
 
-    with pytest.raises(PoolError, match="session 1 failed to start") as info:
+    with pytest.raises(BootstrapError, match="1 of 3 servers failed to start") as info:
         EnvPool.from_provider(factory, size=3, ready_timeout=30)
+    assert list(info.value.failures) == [1]
     assert "cannot start" in str(info.value)
     assert all(p._child is None for p in providers)
 
@@ -361,7 +363,7 @@ def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> No
             raise RuntimeError("no such environment")
         return ProcessProvider.for_environment("echo", max_sessions=1)
 
-    with pytest.raises(PoolError, match="factory failed for index 2: RuntimeError: no such environment"):
+    with pytest.raises(BootstrapError, match=r"\[2\] RuntimeError: no such environment"):
         EnvPool.from_provider(broken, size=3, ready_timeout=30)
 
 

@@ -17,7 +17,7 @@ from typing_extensions import Self, TypeVar, Unpack
 
 from .._blocking.retry import Deadline, backoff
 from .._core.codec import Codec, as_codec
-from .._core.errors import CapacityReached, EnvClosed, OpenEnvError, PoolError
+from .._core.errors import BootstrapError, CapacityReached, EnvClosed, OpenEnvError, PoolError
 from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
 from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error
@@ -196,8 +196,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             The pool, its sessions open.
 
         Raises:
-            PoolError: the factory or a server failed; the message names the
-                index (``errors`` holds the cause, also chained).
+            BootstrapError: the factory or a server failed; every server was
+                stopped, and ``failures`` holds each failed session index's error.
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         check_size(size)
@@ -273,8 +273,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             The pool, its sessions open.
 
         Raises:
-            PoolError: a container failed to start or become ready (the
-                message names its index; the cause is chained).
+            BootstrapError: a container failed to start or become ready;
+                every container was removed, and ``failures`` holds each failed
+                session index's error (with the container's logs).
         """
 
         def factory(index: int) -> Provider:
@@ -761,7 +762,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                     if provider is not None:
                         _quietly(provider.stop)
                     provider = _make_providers(self._factory, [index], self._env_options)[0]
-                    url = (_start([provider], [index], self._ready_timeout))[0]
+                    url = (start_providers([provider], self._ready_timeout))[0]
                     self._providers[index], self._urls[index] = provider, url
                     self._envs[index] = self._new_env(url)
                 result = self._reset_waiting(self._envs[index], {})
@@ -790,7 +791,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             size: the new number of sessions.
 
         Raises:
-            PoolError: a new session or server could not be opened (nothing is added then).
+            PoolError: a new session could not be opened (nothing is added then).
+            BootstrapError: a new server could not be started (nothing is added then).
             SessionBusy: a session to remove has a reply outstanding or is
                 checked out, or another pool call is running.
             EnvClosed: the pool is closed.
@@ -915,11 +917,7 @@ def _make_providers(
         try:
             provider = factory(index)
         except Exception as exc:
-            raise PoolError(
-                f"the provider factory failed for index {index}: {type(exc).__name__}: {exc}",
-                [],
-                {index: exc} if isinstance(exc, OpenEnvError) else {},
-            ) from exc
+            raise BootstrapError({index: exc}, len(indices)) from exc
         if "verify" in options and isinstance(provider, ServerProvider):
             provider.verify = options["verify"]
         providers.append(provider)
@@ -927,44 +925,15 @@ def _make_providers(
 
 
 def _start(providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None) -> list[str]:
-    """``start_providers``, with an error that names the index of the server that failed."""
-    tagged = [_Tagged(p) for p in providers]
+    """``start_providers``; a failure is a ``BootstrapError`` keyed by session index (all were stopped)."""
     try:
-        return start_providers(tagged, ready_timeout)
+        return start_providers(providers, ready_timeout)
+    except BootstrapError as exc:
+        raise BootstrapError({indices[i]: e for i, e in exc.failures.items()}, exc.total) from exc.__cause__
     except Exception as exc:
-        failed = [i for i, t in zip(indices, tagged, strict=True) if t.error is not None] or list(indices)
-        index = failed[0]
-        raise PoolError(
-            f"the server of session {index} failed to start ({type(exc).__name__}: {exc}); "
-            f"every server of this call was stopped",
-            [],
-            {index: exc} if isinstance(exc, OpenEnvError) else {},
-        ) from exc
-
-
-class _Tagged:
-    """A provider that remembers whether it was the one that failed (so the error can name its index)."""
-
-    def __init__(self, provider: Provider) -> None:
-        self.provider = provider
-        self.error: BaseException | None = None
-
-    def start(self) -> str:
-        try:
-            return self.provider.start()
-        except BaseException as exc:
-            self.error = exc
+        if len(providers) != 1:
             raise
-
-    def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
-        try:
-            self.provider.wait_until_ready(base_url, timeout)
-        except BaseException as exc:
-            self.error = exc
-            raise
-
-    def stop(self) -> None:
-        self.provider.stop()
+        raise BootstrapError({indices[0]: exc}, 1) from exc
 
 
 def _stop_all(providers: Sequence[Provider]) -> None:
