@@ -342,3 +342,42 @@ def openenv_envs(request: pytest.FixtureRequest) -> OpenEnvEnvs:
     """Each environment of ``tests/openenv_envs`` served both ways (marked ``interop`` / ``docker``)."""
     served: OpenEnvEnvs = request.getfixturevalue(f"openenv_{request.param}_envs")
     return served
+
+
+# -- a local Ray cluster (-m ray) ---------------------------------------------------
+
+#: Ray reads these on import: node IP 127.0.0.1 (everything on loopback), no telemetry, no token file
+RAY_CLUSTER_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """One local Ray cluster for the whole run, bound to loopback; yields its GCS address.
+
+    2 CPUs and 2 units of a custom resource ``env_slot``; shut down at the end.
+    """
+    import importlib
+    import sys
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in RAY_CLUSTER_ENV.items():
+            patch.setenv(key, value)
+        if "ray" in sys.modules:
+            pytest.fail("Ray was imported before its environment was set; the cluster would not be on loopback")
+        ray = importlib.import_module("ray")
+        context = ray.init(
+            num_cpus=2,
+            resources={"env_slot": 2},
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+        )
+        try:
+            yield str(context.address_info["gcs_address"])
+        finally:
+            ray.shutdown()
+

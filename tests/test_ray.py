@@ -27,6 +27,7 @@ import pytest
 from openenv._sync.bootstrap import start_providers
 from openenv.sync import Env, ProviderError, RayProvider, ReadinessTimeout
 
+from .conftest import RAY_CLUSTER_ENV
 from .envs import CounterEnv
 
 pytestmark = pytest.mark.ray
@@ -35,34 +36,15 @@ if importlib.util.find_spec("ray") is None:
 ray: Any = None  # imported by the cluster fixture, once CLUSTER_ENV is set (Ray reads it on import)
 
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTER_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # node IP 127.0.0.1: everything on loopback
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",  # loopback only; no token file under ~/.ray
-}
+CLUSTER_ENV = RAY_CLUSTER_ENV
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A local Ray cluster for this module; yields its GCS address (for a second driver)."""
+def cluster(ray_cluster: str) -> str:
+    """The session's loopback cluster (``ray_cluster`` in conftest); yields its GCS address (for a second driver)."""
     global ray
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in CLUSTER_ENV.items():
-            patch.setenv(key, value)
-        if "ray" in sys.modules:
-            pytest.fail("Ray was imported before its environment was set; the cluster would not be on loopback")
-        ray = importlib.import_module("ray")
-        context = ray.init(
-            num_cpus=2,
-            resources={"env_slot": 2},
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-        )
-        try:
-            yield str(context.address_info["gcs_address"])
-        finally:
-            ray.shutdown()
+    ray = importlib.import_module("ray")
+    return ray_cluster
 
 
 @pytest.fixture(autouse=True)
