@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from openenv.aio import Env, EnvPool, PoolError, RayProvider
@@ -37,6 +38,20 @@ def _our_actors(ray: Any) -> set[str]:
     return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == "openenv"}
 
 
+def _kill(ray: Any, provider: RayProvider, url: str) -> None:
+    """Kill the provider's actor and wait until its server stops answering (``ray.kill`` does not wait)."""
+    ray.kill(ray.get_actor(provider.actor_name, namespace="openenv"))
+
+    def gone() -> bool:
+        try:
+            httpx.get(f"{url}/health", timeout=1.0)
+        except httpx.HTTPError:
+            return True
+        return False
+
+    _wait_for(gone, f"{url} still answers after its actor was killed")
+
+
 def _wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while not check():
@@ -59,7 +74,7 @@ async def test_a_batch_steps_across_actors_and_a_dead_one_is_isolated_then_repla
         results = await pool.step([{"delta": i + 1} for i in range(3)])
         assert [r.observation["count"] for r in results] == [1, 12, 23]
 
-        ray.kill(ray.get_actor(made[1].actor_name, namespace="openenv"))  # its server dies with it
+        _kill(ray, made[1], pool.envs[1].base_url)  # its server dies with it
         with pytest.raises(PoolError) as info:
             await pool.step([{"delta": 1}] * 3)
         assert list(info.value.errors) == [1]
@@ -84,7 +99,7 @@ async def test_on_failure_replace_recreates_the_actor_by_itself(ray: Any) -> Non
 
     async with await EnvPool.from_provider(factory, size=2, on_failure="replace", ready_timeout=60) as pool:
         await pool.reset()
-        ray.kill(ray.get_actor(made[0].actor_name, namespace="openenv"))
+        _kill(ray, made[0], pool.envs[0].base_url)
         results = await pool.step([{"delta": 5}] * 2)  # no error raised: session 0 was replaced
         assert [r.observation["count"] for r in results] == [0, 5]  # 0: the new episode's reset
         assert list(pool.last_errors) == [0] and pool.metrics.replacements == 1
