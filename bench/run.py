@@ -1,7 +1,7 @@
 """Benchmarks of openenv's clients against raw floors and the released client (issue #5).
 
 Run with ``nox -s bench`` (it makes the venvs); directly:
-``python bench/run.py --released-python PATH [--only step,large,setup,concurrent,import,docker]``.
+``python bench/run.py --released-python PATH [--only step,large,setup,concurrent,import,docker,pool,boot,server]``.
 
 Every contender is a separate worker process (``bench/worker.py``) against one
 server process per workload, so each client's CPU time is its own. Contenders
