@@ -6,6 +6,13 @@ base64 text made from seeded pseudo-random bytes, the way a screenshot travels
 in a JSON observation. It is built once per server process, so the server's
 per-step cost is serialising it, the same for every client.  Random bytes
 keep deflate honest: a run of one repeated character would compress to nothing.
+
+``SleepEnvironment`` is the echo environment whose ``step`` first sleeps
+``BENCH_SLEEP_MS`` milliseconds (default 5) with ``time.sleep``: a stand-in for
+an environment that spends its step waiting (a sandbox exec, a simulator, an
+LLM judge). Our server runs each session's frames in that connection's own
+thread, so the sleeps of different sessions overlap (and release the GIL);
+what a client gains by keeping many sessions in flight shows against it.
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ from __future__ import annotations
 import base64
 import os
 import random
+import time
 from functools import cache
 
 from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation
 
-__all__ = ["BlobObservation", "BlobEnvironment", "blob"]
+__all__ = ["BlobObservation", "BlobEnvironment", "SleepEnvironment", "blob"]
 
 
 @cache
@@ -45,3 +53,15 @@ class BlobEnvironment(EchoEnvironment):
     def step(self, action: EchoAction) -> BlobObservation:  # type: ignore[override]
         echoed = super().step(action)
         return BlobObservation(**echoed.model_dump(), blob=self._blob)
+
+
+class SleepEnvironment(EchoEnvironment):
+    """Echo, sleeping ``BENCH_SLEEP_MS`` milliseconds (default 5) in every ``step``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sleep = float(os.environ.get("BENCH_SLEEP_MS", "5")) / 1000
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        time.sleep(self._sleep)
+        return super().step(action)

@@ -1,7 +1,7 @@
 """Benchmarks of openenv's clients against raw floors and the released client (issue #5).
 
 Run with ``nox -s bench`` (it makes the venvs); directly:
-``python bench/run.py --released-python PATH [--only step,large,setup,concurrent,import,docker]``.
+``python bench/run.py --released-python PATH [--only step,large,setup,concurrent,import,docker,pool,boot,server]``.
 
 Every contender is a separate worker process (``bench/worker.py``) against one
 server process per workload, so each client's CPU time is its own. Contenders
@@ -15,6 +15,7 @@ or missed. See bench/README.md for exactly what each contender does.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -35,6 +36,17 @@ ECHO_IMAGE = "openenv-test/echo:latest"
 SECTIONS = ["step", "large", "setup", "concurrent", "import", "docker", "pool", "boot", "server"]
 BLOB = 1 << 20
 MESSAGE = "hello, benchmark"
+# the pool section's latency-bound variant: bench.envs:SleepEnvironment sleeps this long in every step
+SLEEP_MS = 5
+# pool variants: result-key prefix, server spec, server env, heading
+POOL_VARIANTS = {
+    "pool": ("echo", {}, "echo (client + server overhead ceiling)"),
+    "pool-sleep": (
+        "bench.envs:SleepEnvironment",
+        {"BENCH_SLEEP_MS": str(SLEEP_MS)},
+        f"{SLEEP_MS} ms sleep per step (concurrency)",
+    ),
+}
 
 SYNC_KINDS = ["ours-sync", "raw-sync", "rel-plain", "rel-dotsync"]
 ASYNC_KINDS = ["ours-aio", "raw-async", "rel-await"]
@@ -310,12 +322,14 @@ def batch_summary(rs: list[dict[str, Any]], size: int) -> dict[str, Any]:
     return s
 
 
-def section_pool(workers: dict[str, Worker], server: Server, size: int, n: int, rounds: int) -> dict[str, Any]:
+def section_pool(
+    workers: dict[str, Worker], server: Server, size: int, n: int, rounds: int, warmup: int
+) -> dict[str, Any]:
     """N sessions per contender, all open for the whole section; a block is n batches."""
     kinds = list(workers)
     try:
         for kind in kinds:
-            workers[kind].call(op="mopen", url=server.url, size=size, message=MESSAGE, warmup=max(3, 200 // size))
+            workers[kind].call(op="mopen", url=server.url, size=size, message=MESSAGE, warmup=warmup)
         raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], server, n))
     finally:
         for kind in kinds:
@@ -524,11 +538,17 @@ TARGETS = [
     ),
     ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-sync", ">=", 2, "0.10.0 / ours sync"),
     ("Docker cold start to first reset", "docker", "ready", "rel-await", "ours-aio", ">=", 2, "0.10.0 / ours aio"),
-    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "ours-aio", ">=", 0.9, "sync-pool / aio-gather"),
-    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "ours-sync", ">=", 5, "sync-pool / sync-seq"),
-    ("8 sessions: batches/s", "pool8", "rate", "ours-pool", "rel-dotsync", ">=", 2, "sync-pool / released-threads"),
-    ("32 sessions: batches/s", "pool32", "rate", "ours-pool", "ours-aio", ">=", 0.9, "sync-pool / aio-gather"),
-    ("32 sessions: batches/s", "pool32", "rate", "ours-pool", "rel-dotsync", ">=", 2, "sync-pool / released-threads"),
+    *(
+        (f"{size} sessions, {label}: batches/s", f"{prefix}{size}", "rate", "ours-pool", den, ">=", bound, what)
+        for prefix, label in (("pool", "echo"), ("pool-sleep", f"sleep {SLEEP_MS} ms"))
+        for size, den, bound, what in (
+            (8, "ours-aio", 0.9, "sync-pool / aio-gather"),
+            (8, "ours-sync", 5, "sync-pool / sync-seq"),
+            (8, "rel-dotsync", 2, "sync-pool / released-threads"),
+            (32, "ours-aio", 0.9, "sync-pool / aio-gather"),
+            (32, "rel-dotsync", 2, "sync-pool / released-threads"),
+        )
+    ),
     (
         "Docker boot of 8 containers, to first reset on all",
         "boot",
@@ -686,18 +706,19 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append("")
     elif "docker" in meta.get("skipped", {}):
         lines.extend(["## Docker cold start", "", f"Skipped: {meta['skipped']['docker']}", ""])
-    for size in (8, 32):
-        pool = res.get(f"pool{size}")
+    for (prefix, (spec, _, heading)), size in itertools.product(POOL_VARIANTS.items(), (8, 32)):
+        pool = res.get(f"{prefix}{size}")
         if not pool:
             continue
         ref = pool.get("ours-pool", {}).get("rate")
+        batches = (meta.get("pool_batches") or {}).get(prefix, {}).get(str(size))
         lines.extend(
             [
-                f"## Batch step over {size} sessions (server --max-sessions {4 * 32 + 8})",
+                f"## Batch step over {size} sessions, {heading}",
                 "",
-                f"A batch is one step on each of the {size} sessions; "
-                f"{(meta.get('pool_batches') or {}).get(str(size))} batches per contender per round, every "
-                "contender's sessions open for the whole section.",
+                f"Server `python -m openenv serve {spec} --max-sessions {4 * 32 + 8}`. A batch is one step on "
+                f"each of the {size} sessions; {batches} batches per contender per round, every contender's "
+                "sessions open for the whole section.",
                 "",
                 "| contender | batch p50 | p50 range over rounds | batch p99 | batches/s | steps/s "
                 "| client CPU/step | server CPU/step | server busy | sync-pool's throughput / this |",
@@ -776,7 +797,7 @@ def markdown(results: dict[str, Any]) -> str:
     )
     chosen = set(meta.get("sections", SECTIONS))
     for t in results["targets"]:
-        if t["met"] is None and t.get("section", "").rstrip("0123456789") not in chosen:
+        if t["met"] is None and t.get("section", "").split("-")[0].rstrip("0123456789") not in chosen:
             continue  # a section this run left out
         ratio = "–" if t["ratio"] is None else f"{t['ratio']:.3f}"
         paired = "–" if t.get("paired") is None else f"{t['paired']:.3f}"
@@ -811,12 +832,13 @@ def chart(results: dict[str, Any], path: Path) -> None:
         )
     if res.get("docker"):
         panels.append(("Docker: to first reset (s)", {k: v["ready"] for k, v in res["docker"].items()}))
-    for size in (8, 32):
-        if res.get(f"pool{size}"):
+    for prefix, size in itertools.product(POOL_VARIANTS, (8, 32)):
+        if res.get(f"{prefix}{size}"):
+            what = "echo" if prefix == "pool" else f"sleep {SLEEP_MS} ms"
             panels.append(
                 (
-                    f"{size} sessions: steps/s in batches (higher is better)",
-                    {f"pool:{k}": v["steps_rate"] for k, v in res[f"pool{size}"].items()},
+                    f"{size} sessions, {what}: steps/s in batches (higher is better)",
+                    {f"pool:{k}": v["steps_rate"] for k, v in res[f"{prefix}{size}"].items()},
                 )
             )
     if res.get("boot"):
@@ -901,7 +923,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     conc_sessions, conc_steps = 64, (5 if args.quick else 20)
     boot_rounds = 1 if args.quick else args.boot_rounds
     boot_size = 8
-    pool_batches = {8: 10, 32: 4} if args.quick else {8: 60, 32: 20}
+    # the sleep variant's blocks are shorter: sync-seq spends N x SLEEP_MS per batch there
+    pool_batches = {
+        "pool": {8: 10, 32: 4} if args.quick else {8: 60, 32: 20},
+        "pool-sleep": {8: 4, 32: 2} if args.quick else {8: 30, 32: 10},
+    }
     server_sessions, server_batches = 32, (4 if args.quick else 20)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -929,7 +955,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "docker_rounds": docker_rounds,
         "boot_rounds": boot_rounds,
         "boot_size": boot_size,
-        "pool_batches": {str(k): v for k, v in pool_batches.items()},
+        "pool_batches": {p: {str(k): v for k, v in b.items()} for p, b in pool_batches.items()},
+        "sleep_ms": SLEEP_MS,
         "server_sessions": server_sessions,
         "server_batches": server_batches,
         "step_n": step_n,
@@ -1028,16 +1055,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             res["docker"] = {("floor-docker" if k == "raw-sync" else k): v for k, v in dres.items()}
         if "pool" in only:
             pkinds = [k for k in POOL_KINDS if k in workers]
-            pserver = Server("echo", len(pkinds) * 32 + 8)
-            servers.append(pserver)
-            try:
-                for size in (8, 32):
-                    log(f"pool: {size} sessions, {pool_batches[size]} batches x {rounds} rounds of {pkinds}")
-                    res[f"pool{size}"] = section_pool(
-                        {k: workers[k] for k in pkinds}, pserver, size, pool_batches[size], rounds
-                    )
-            finally:
-                pserver.stop()
+            for prefix, (spec, env, _) in POOL_VARIANTS.items():
+                pserver = Server(spec, len(pkinds) * 32 + 8, env=env)
+                servers.append(pserver)
+                try:
+                    for size in (8, 32):
+                        n = pool_batches[prefix][size]
+                        log(f"{prefix}: {size} sessions, {n} batches x {rounds} rounds of {pkinds} ({spec})")
+                        # warm-up: 200 steps per contender on echo; a fifth of a block when every step sleeps
+                        warmup = max(3, 200 // size) if prefix == "pool" else max(3, n // 5)
+                        res[f"{prefix}{size}"] = section_pool(
+                            {k: workers[k] for k in pkinds}, pserver, size, n, rounds, warmup
+                        )
+                finally:
+                    pserver.stop()
+                    servers.remove(pserver)
         if "boot" in only and not docker_skip and not pool_missing:
             bkinds = [k for k in ("ours-pool", "ours-sync", "rel-await") if k in workers]
             log(f"boot: {boot_size} containers vs 1, {boot_rounds} rounds of {bkinds}")
