@@ -16,8 +16,11 @@ import httpx
 import pytest
 
 from openenv.sync import (
+    CapacityReached,
     Codec,
     Env,
+    EnvPool,
+    PoolError,
     ExecutionError,
     InvalidAction,
     InvalidActionType,
@@ -25,6 +28,8 @@ from openenv.sync import (
     ToolResult,
 )
 
+from ..conftest import OPENENV_ENV_CAPACITY
+from ..helpers_sync import gather
 from ..openenv_models import DuelState, GameOverObservation, GuessState, MoveAction, ResignAction, RoundObservation
 
 DUEL = Codec(action=MoveAction | ResignAction, observation=RoundObservation | GameOverObservation, state=DuelState)
@@ -80,6 +85,58 @@ def test_guess_generic_reset_step_state(openenv_envs: Any) -> None:
         # the same seed replays the same game
         env.reset(seed=7)
         assert _binary_search(env) == (number, rewards, True)
+
+
+def test_a_pool_plays_several_guess_games_at_once(openenv_envs: Any) -> None:
+    url = openenv_envs.url("mcp_guess")
+    seeds = [3, 5, 8, 13]
+    with EnvPool(url, size=len(seeds)) as pool:
+        results = pool.reset(seed=seeds)
+        assert all(r.observation["message"].startswith("Guess a number") for r in results)
+        low, high = [1] * len(seeds), [100] * len(seeds)
+        found: list[int | None] = [None] * len(seeds)
+        for _ in range(8):  # bisection needs at most 7 guesses
+            ids = [i for i, number in enumerate(found) if number is None]
+            if not ids:
+                break
+            guesses = [(low[i] + high[i]) // 2 for i in ids]
+            results = pool.step([_call("guess", number=g) for g in guesses], ids=ids)
+            for i, guess, result in zip(ids, guesses, results, strict=True):
+                answer = _answer(result)
+                if answer.startswith("correct"):
+                    found[i] = guess
+                    assert result.done and result.reward == 1.0
+                elif answer == "higher":
+                    low[i] = guess + 1
+                else:
+                    high[i] = guess - 1
+        # each session played its own game: the number its seed picks
+        assert found == [random.Random(seed).randint(1, 100) for seed in seeds]
+
+
+def test_a_pool_waits_while_an_openenv_server_is_full(openenv_envs: Any) -> None:
+    # OpenEnv's servers accept the WebSocket, then send CAPACITY_REACHED and close it: the
+    # refusal comes with the first reset, which waits with backoff like opening does
+    url = openenv_envs.url("mcp_guess")
+    with EnvPool(url, size=OPENENV_ENV_CAPACITY) as full:
+        full.reset()
+        late = EnvPool(url, capacity_timeout=0.3)
+        with pytest.raises(PoolError, match="capacity_timeout=0.3") as info:
+            with late:
+                late.reset()
+        assert isinstance(info.value.errors[0], CapacityReached)
+        waiting = EnvPool(url, capacity_timeout=60)
+
+        def open_and_reset() -> Any:
+            with waiting:
+                return waiting.reset(seed=[1])
+
+        def free_the_server() -> None:
+            full.close()
+
+        results, _ = gather(open_and_reset, free_the_server, stagger=0.5)
+        assert not isinstance(results, BaseException), results
+        assert results[0].observation["message"].startswith("Guess a number")
 
 
 def test_guess_ends_after_max_steps_and_hints_cost_a_step(openenv_envs: Any) -> None:
