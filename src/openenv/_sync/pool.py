@@ -50,7 +50,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     **Send, then receive.** [`step()`][openenv.sync.EnvPool.step] and
     [`reset()`][openenv.sync.EnvPool.reset] send every session's request first, then
-    read the replies in order, so the sessions advance concurrently on their
+    read the replies (in order; with requests queued by ``max_concurrency``,
+    whichever is in first), so the sessions advance concurrently on their
     servers.  It takes no thread and no task per session: the blocking flavour
     uses only websockets' own reader threads, the event-loop flavour runs on the
     caller's task.  [`step_async()`][openenv.sync.EnvPool.step_async] only sends;
@@ -64,7 +65,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     stepped like any other (the environment decides what that means).
 
     **Failure isolation.** A session that fails (its connection lost, no reply
-    within ``message_timeout``, a server error, a reply that breaks the protocol)
+    within ``message_timeout`` of its send, a server error, a reply that breaks the protocol)
     is reported for its index while the other sessions' results still come back.
     With ``on_failure="raise"`` (default), ``step``/``reset`` raise
     [`PoolError`][openenv.sync.PoolError] holding every result (``None`` at the failed
@@ -74,13 +75,14 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     (a new connection, a new server when the pool started them; up to
     ``replace_attempts`` tries with backoff), and its slot holds the new episode's
     reset result; [`last_errors`][openenv.sync.EnvPool.last_errors] (and
-    [`Completed.error`][openenv.sync.Completed]) say what happened.  If the replacement
-    fails too, ``PoolError``.  An action the codec refuses raises
+    [`Completed.error`][openenv.sync.Completed]) say what happened.  If a replacement
+    fails too, one ``PoolError`` whose ``results`` hold the other sessions' results.  An action the codec refuses raises
     [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 
     **Capacity.** Opening a session (connect, replace, resize) and the first
     reset of a fresh session wait with backoff while the server answers
-    ``CAPACITY_REACHED``, up to ``capacity_timeout`` seconds.
+    ``CAPACITY_REACHED``, up to ``capacity_timeout`` seconds (the sessions of one
+    call wait together, within one ``capacity_timeout``).
 
     **Concurrency.** ``max_concurrency`` caps the requests in flight at once;
     the others are queued and sent as replies come in
@@ -196,8 +198,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             The pool, its sessions open.
 
         Raises:
+            ValueError: ``size`` is not a positive integer, or another argument is out of range.
             BootstrapError: the factory or a server failed; every server was
                 stopped, and ``failures`` holds each failed session index's error.
+            PoolError: a session could not be opened (``errors`` by index); every server was stopped.
+            CapacityReached: a server stayed full for ``capacity_timeout``
+                seconds; every server was stopped.
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         check_size(size)
@@ -357,6 +363,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         stop and ``envs`` are closed; with ``renew`` the pool's sessions at
         ``indices`` get fresh clients so that ``connect()`` can be called again.
         """
+        envs = list(envs)  # not the pool's list: ``renew`` changes that one
         deadline = Deadline(self._capacity_timeout)
         stop = _Stop()
 
@@ -483,8 +490,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         """Step each session of ``ids`` (default: all) with its action; return the results in that order.
 
         Every action is sent before any reply is read (within
-        ``max_concurrency``), so the sessions step concurrently; replies are then
-        read in order, each within ``message_timeout``.  With ``autoreset``, a
+        ``max_concurrency``), so the sessions step concurrently; each reply is
+        due within ``message_timeout`` of its send.  Replies are read in order,
+        or, while requests wait for a ``max_concurrency`` slot, whichever is in
+        first (so that the next request goes out at once).  With ``autoreset``, a
         session whose episode ended is reset instead (see the class).
 
         Args:
@@ -498,6 +507,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             PoolError: sessions failed (``on_failure="raise"``) or could not
                 be replaced; ``results`` holds the others.
             InvalidAction: the codec refused an action; nothing was sent.
+            ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
+            IndexError: an index of ``ids`` is out of range.
             SessionBusy: another pool call is running, ``step_async`` replies
                 are outstanding, or a session is checked out.
             EnvClosed: the pool is closed.
@@ -733,6 +744,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Raises:
             InvalidAction: the codec refused an action; nothing was sent.
+            ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
+            IndexError: an index of ``ids`` is out of range.
             SessionBusy: a session of ``ids`` has a reply outstanding or is
                 checked out, or another pool call is running.
             EnvClosed: the pool is closed.
@@ -769,13 +782,18 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Args:
             min_results: how many completions to wait for.
-            timeout: seconds to wait at most (``None``: no limit).
+            timeout: seconds to wait at most (``None``: no limit; ``0``: only
+                what is ready now, without waiting).
 
         Returns:
             The completions, each with the session's index.
 
         Raises:
-            PoolError: a failed session could not be replaced (``on_failure="replace"``).
+            PoolError: a failed session could not be replaced
+                (``on_failure="replace"``); ``errors[i]`` says why, and the
+                other completions are returned by the next ``recv()``.
+            ValueError: ``min_results`` is less than 1.
+            InvalidOption: ``timeout`` is negative or not a number.
             SessionBusy: another pool call is running.
             EnvClosed: the pool is closed.
         """
