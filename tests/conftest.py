@@ -380,4 +380,3 @@ def ray_cluster() -> Iterator[str]:
             yield str(context.address_info["gcs_address"])
         finally:
             ray.shutdown()
-

@@ -97,17 +97,24 @@ class PeakEnv(CounterEnv):
     lock = threading.Lock()
     running = 0
     peak = 0
+    #: the same, counting only steps with a ``sleep``
+    sleeping = 0
+    sleep_peak = 0
 
     def _extra(self, action: BasicCounterAction) -> dict[str, Any]:
         cls = PeakEnv
+        sleeps = bool(getattr(action, "sleep", 0))
         with cls.lock:
             cls.running += 1
             cls.peak = max(cls.peak, cls.running)
+            cls.sleeping += sleeps
+            cls.sleep_peak = max(cls.sleep_peak, cls.sleeping)
         try:
             return super()._extra(action)
         finally:
             with cls.lock:
                 cls.running -= 1
+                cls.sleeping -= sleeps
 
 
 class ToolCallObservation(Observation):

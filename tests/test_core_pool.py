@@ -70,3 +70,27 @@ def test_checkout_resize_and_arguments() -> None:
     with pytest.raises(ValueError, match="duplicates"):
         core.ids([1, 1])
     assert Completed(0, None, None).ok and not Completed(0, None, ExecutionError("x", "E")).ok
+
+
+def test_taking_sessions_is_atomic_across_threads() -> None:
+    import threading
+
+    core = _core(2)
+    # a session checked out between a call's check and its queueing: claim() refuses it, queueing nothing
+    assert core.checkout() == 0
+    step = core.plan_step([0, 1], [{}, {}])
+    with pytest.raises(SessionBusy):
+        core.claim([0, 1], step)
+    assert not core.queue and core.slots[1].state is None
+    core.claim([1], step[1:])
+    assert core.slots[1].state == "queued"
+    # checkout() takes the same lock: it waits while a claim is being made
+    core.checkin(0)
+    taken: list[int] = []
+    with core._lock:
+        thread = threading.Thread(target=lambda: taken.append(core.checkout()))
+        thread.start()
+        thread.join(0.2)
+        assert thread.is_alive() and taken == []
+    thread.join()
+    assert taken == [0]

@@ -37,7 +37,11 @@ def test_options_are_passed_through_and_named_in_our_namespace() -> None:
     }
     assert provider.actor_name.startswith("openenv-server-")
     assert RayProvider("echo").actor_name != provider.actor_name
-    assert RayProvider("echo", actor_options={"name": "mine"}).actor_name == "mine"
+    # a name of one's own would be shared by every provider a pool's factory makes: refused
+    with pytest.raises(InvalidOption, match="names its actors itself"):
+        RayProvider("echo", actor_options={"name": "mine"})
+    with pytest.raises(ValueError):
+        RayProvider("echo", actor_options={"name": None})
     assert "num_cpus" not in RayProvider("echo").options  # Ray's own default
 
 

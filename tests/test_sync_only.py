@@ -184,3 +184,35 @@ def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -
         start_providers(providers, 30)
     timer.join()
     assert all(p._child is None for p in providers)
+
+
+def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_factory: Any) -> None:
+    from openenv.sync import EnvPool
+
+    server = server_factory(CounterEnv, max_sessions=2)
+    hog = Env(server.url)
+    hog.connect()
+    other = Env(server.url)
+    other.connect()  # the server stays full: the pool's sessions wait up to capacity_timeout
+    pool = EnvPool(server.url, size=2, capacity_timeout=60.0)
+    waiting = pool.envs
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.connect()
+        timer.join()
+        # the sessions being opened were closed (their waits ended); the pool has fresh clients
+        assert all(env.closed for env in waiting)
+        assert not any(env is old for env, old in zip(pool.envs, waiting, strict=True))
+        assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
+        assert hog.connected and other.connected
+        hog.close()
+        other.close()
+        pool.connect()  # the pool can still be opened once the server has room
+        assert [r.observation["count"] for r in pool.reset()] == [0, 0]
+    finally:
+        timer.cancel()
+        hog.close()
+        other.close()
+        pool.close()

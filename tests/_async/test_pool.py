@@ -383,3 +383,166 @@ async def test_from_docker_image_runs_one_container_per_session_and_removes_them
         results = await pool.step([{"message": str(i)} for i in range(3)])
         assert [r.observation["echoed_message"] for r in results] == ["0", "1", "2"]
     assert ours() == []
+
+
+# -- review fixes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_failure", ["raise", "replace"])
+async def test_a_failed_send_under_max_concurrency_does_not_strand_the_queue(
+    counter_server: Any, on_failure: str
+) -> None:
+    async with EnvPool(counter_server.url, size=3, max_concurrency=1, on_failure=on_failure) as pool:
+        await pool.reset()
+        await pool.envs[0].close()  # session 0's send fails at once (EnvClosed)
+        if on_failure == "raise":
+            with pytest.raises(PoolError) as info:
+                await pool.step([{"delta": 1}] * 3)
+            assert set(info.value.errors) == {0} and isinstance(info.value.errors[0], EnvClosed)
+            assert [r.observation["count"] for r in info.value.results if r is not None] == [1, 1]
+        else:
+            results = await pool.step([{"delta": 1}] * 3)
+            assert [r.observation["count"] for r in results] == [0, 1, 1]
+        assert (pool.metrics.in_flight, pool.metrics.queued) == (0, 0)
+        # the pool goes on: nothing is left queued
+        await pool.reset(ids=[1, 2])
+        assert [r.observation["count"] for r in await pool.step([{"delta": 2}] * 2, ids=[1, 2])] == [2, 2]
+
+
+async def test_step_replies_are_due_message_timeout_after_their_send(counter_server: Any) -> None:
+    async with EnvPool(counter_server.url, size=2, message_timeout=1.0) as pool:
+        await pool.reset()
+        # session 1's reply comes 1.4 s after its send: late, even though it is read after session 0's (0.8 s)
+        with pytest.raises(PoolError) as info:
+            await pool.step([{"delta": 1, "sleep": 0.8}, {"delta": 1, "sleep": 1.4}])
+        assert set(info.value.errors) == {1} and isinstance(info.value.errors[1], MessageTimeout)
+        assert info.value.results[0] is not None and info.value.results[0].observation["count"] == 1
+
+
+def _breaks_after_first_reset() -> Callable[[str], str]:
+    resets = [0]
+
+    def reply(frame: str) -> str:
+        import json
+
+        from ..envs import reply_ok
+
+        if json.loads(frame).get("type") == "reset" and resets[0] == 0:
+            resets[0] += 1
+            return reply_ok(frame)
+        return "not json"
+
+    return reply
+
+
+async def test_a_failed_replacement_keeps_the_other_sessions_results(counter_server: Any) -> None:
+    from ..envs import ScriptServer
+
+    bad = ScriptServer(_breaks_after_first_reset())
+    try:
+        urls = [bad.url, counter_server.url, counter_server.url]
+        async with EnvPool(urls, on_failure="replace", replace_attempts=2) as pool:
+            await pool.reset()
+            with pytest.raises(PoolError, match="could not be replaced") as info:
+                await pool.step([{"delta": 1}] * 3)
+            assert list(info.value.errors) == [0]
+            assert info.value.results[0] is None
+            assert [r.observation["count"] for r in info.value.results[1:] if r is not None] == [1, 1]
+            # recv: the other completions are not lost either
+            await pool.step_async([{"delta": 1}] * 3)
+            with pytest.raises(PoolError, match="could not be replaced") as info:
+                await pool.recv(3)
+            assert list(info.value.errors) == [0]
+            rest = await pool.recv(2)
+            assert sorted((c.index, c.ok) for c in rest) == [(1, True), (2, True)]
+            assert [c.result.observation["count"] for c in rest if c.result is not None] == [2, 2]
+    finally:
+        bad.close()
+
+
+async def test_capacity_retries_of_reset_run_together_within_one_deadline(server_factory: Any) -> None:
+    import threading
+
+    server = server_factory(max_sessions=3)
+    async with EnvPool(server.url, size=3, capacity_timeout=0.5) as pool:
+        await pool.reset()
+        for env in pool.envs:
+            await env.disconnect()
+        await _until(lambda: server.active_sessions == 0)
+        hogs = [Env(server.url) for _ in range(3)]
+        for hog in hogs:
+            await hog.connect()
+        lock, running, peak, deadlines = threading.Lock(), [0], [0], []
+        original = pool._reset_waiting
+
+        async def spy(env: Any, kwargs: Any, deadline: Any = None, stop: Any = None) -> Any:
+            with lock:
+                deadlines.append(deadline)
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            try:
+                return await original(env, kwargs, deadline, stop)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        pool._reset_waiting = spy  # type: ignore[method-assign]
+        try:
+            with pytest.raises(PoolError) as info:
+                await pool.reset()
+            assert all(isinstance(e, CapacityReached) for e in info.value.errors.values())
+            assert sorted(info.value.errors) == [0, 1, 2]
+            assert peak[0] == 3  # the three waited at once
+            assert len(deadlines) == 3 and deadlines[0] is not None
+            assert all(d is deadlines[0] for d in deadlines)  # one capacity_timeout for all
+        finally:
+            for hog in hogs:
+                await hog.close()
+
+
+async def test_step_under_max_concurrency_reads_whichever_reply_comes_first() -> None:
+    from openenv.server import EnvServer
+
+    PeakEnv.sleep_peak = 0
+    with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=3) as server:
+        async with EnvPool(server.url, size=3, max_concurrency=2) as pool:
+            await pool.reset()
+            results = await pool.step([{"delta": 1, "sleep": 0.5}, {"delta": 2}, {"delta": 3, "sleep": 0.5}])
+            assert [r.observation["count"] for r in results] == [1, 2, 3]
+    # session 1's quick reply freed its slot: session 2 went out while session 0 still ran
+    assert PeakEnv.sleep_peak == 2
+
+
+async def test_stale_completions_are_dropped_on_reset_and_replace(counter_server: Any) -> None:
+    async with EnvPool(counter_server.url, size=2, message_timeout=0.5) as pool:
+        await pool.reset()
+        with pytest.raises(PoolError):
+            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[0])  # session 0 fails (and stays failed)
+        await pool.step_async([{"delta": 1}], ids=[0])  # reported by the next recv: nothing was sent
+        await pool.reset(ids=[0])
+        await pool.step_async([{"delta": 1}], ids=[0])
+        done = await pool.recv()
+        assert [(c.index, c.ok) for c in done] == [(0, True)]
+        with pytest.raises(PoolError):
+            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[0])
+        await pool.step_async([{"delta": 1}], ids=[0])
+        await pool.replace(0)
+        assert await pool.recv() == []
+        # a removed session's outcome does not come back for the new session at its index
+        with pytest.raises(PoolError):
+            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[1])
+        await pool.step_async([{"delta": 1}], ids=[1])
+        await pool.resize(1)
+        await pool.resize(2)
+        assert await pool.recv() == []
+
+
+async def test_recv_with_timeout_zero_polls(counter_server: Any) -> None:
+    async with EnvPool(counter_server.url, size=1) as pool:
+        await pool.reset()
+        await pool.step_async([{"delta": 1, "sleep": 0.5}])
+        assert await pool.recv(timeout=0) == []
+        (done,) = await pool.recv()
+        assert done.ok
+        with pytest.raises(ValueError):
+            await pool.recv(timeout=-1)

@@ -20,10 +20,10 @@ from openenv.sync import (
     Codec,
     Env,
     EnvPool,
-    PoolError,
     ExecutionError,
     InvalidAction,
     InvalidActionType,
+    PoolError,
     ServerValidationError,
     ToolResult,
 )

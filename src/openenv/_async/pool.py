@@ -50,7 +50,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     **Send, then receive.** [`step()`][openenv.sync.EnvPool.step] and
     [`reset()`][openenv.sync.EnvPool.reset] send every session's request first, then
-    read the replies in order, so the sessions advance concurrently on their
+    read the replies (in order; with requests queued by ``max_concurrency``,
+    whichever is in first), so the sessions advance concurrently on their
     servers.  It takes no thread and no task per session: the blocking flavour
     uses only websockets' own reader threads, the event-loop flavour runs on the
     caller's task.  [`step_async()`][openenv.sync.EnvPool.step_async] only sends;
@@ -64,7 +65,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     stepped like any other (the environment decides what that means).
 
     **Failure isolation.** A session that fails (its connection lost, no reply
-    within ``message_timeout``, a server error, a reply that breaks the protocol)
+    within ``message_timeout`` of its send, a server error, a reply that breaks the protocol)
     is reported for its index while the other sessions' results still come back.
     With ``on_failure="raise"`` (default), ``step``/``reset`` raise
     [`PoolError`][openenv.sync.PoolError] holding every result (``None`` at the failed
@@ -74,13 +75,14 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     (a new connection, a new server when the pool started them; up to
     ``replace_attempts`` tries with backoff), and its slot holds the new episode's
     reset result; [`last_errors`][openenv.sync.EnvPool.last_errors] (and
-    [`Completed.error`][openenv.sync.Completed]) say what happened.  If the replacement
-    fails too, ``PoolError``.  An action the codec refuses raises
+    [`Completed.error`][openenv.sync.Completed]) say what happened.  If a replacement
+    fails too, one ``PoolError`` whose ``results`` hold the other sessions' results.  An action the codec refuses raises
     [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 
     **Capacity.** Opening a session (connect, replace, resize) and the first
     reset of a fresh session wait with backoff while the server answers
-    ``CAPACITY_REACHED``, up to ``capacity_timeout`` seconds.
+    ``CAPACITY_REACHED``, up to ``capacity_timeout`` seconds (the sessions of one
+    call wait together, within one ``capacity_timeout``).
 
     **Concurrency.** ``max_concurrency`` caps the requests in flight at once;
     the others are queued and sent as replies come in
@@ -196,8 +198,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             The pool, its sessions open.
 
         Raises:
+            ValueError: ``size`` is not a positive integer, or another argument is out of range.
             BootstrapError: the factory or a server failed; every server was
                 stopped, and ``failures`` holds each failed session index's error.
+            PoolError: a session could not be opened (``errors`` by index); every server was stopped.
+            CapacityReached: a server stayed full for ``capacity_timeout``
+                seconds; every server was stopped.
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         check_size(size)
@@ -344,12 +350,32 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         """
         self._check_open()
         with self._guard:
-            await self._open_envs(self._envs, range(len(self._envs)))
+            await self._open_envs(self._envs, range(len(self._envs)), renew=True)
             self._opened = True
         return self
 
-    async def _open_envs(self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int]) -> None:
-        outcomes = await run_all([_bind(self._connect_env, env) for env in envs], _noop)
+    async def _open_envs(
+        self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int], *, renew: bool = False
+    ) -> None:
+        """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
+
+        Interrupted (Ctrl-C on the blocking twin, cancellation here), the waits
+        stop and ``envs`` are closed; with ``renew`` the pool's sessions at
+        ``indices`` get fresh clients so that ``connect()`` can be called again.
+        """
+        envs = list(envs)  # not the pool's list: ``renew`` changes that one
+        deadline = Deadline(self._capacity_timeout)
+        stop = _Stop()
+
+        async def interrupted() -> None:
+            stop.set = True  # the waits between tries end; closing ends a handshake or read under way
+            if renew:
+                for index in indices:
+                    self._envs[index] = self._new_env(self._urls[index])
+            for env in envs:
+                await _quietly(env.close)
+
+        outcomes = await run_all([_bind(self._connect_env, env, deadline, stop) for env in envs], interrupted)
         errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
         if errors:
             for exc in errors.values():
@@ -361,18 +387,22 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 raise first  # a full server: its CapacityReached says how long the pool waited
             raise PoolError(pool_error("opening", list(indices), {}, ours), [], ours) from first
 
-    async def _connect_env(self, env: Env[ActT, ObsT, StateT]) -> None:
-        """Connect, retrying with backoff while the server is at capacity."""
-        deadline = Deadline(self._capacity_timeout)
+    async def _connect_env(
+        self, env: Env[ActT, ObsT, StateT], deadline: Deadline | None = None, stop: _Stop | None = None
+    ) -> None:
+        """Connect, retrying with backoff while the server is at capacity (until ``deadline`` or ``stop``)."""
+        if deadline is None:
+            deadline = Deadline(self._capacity_timeout)
         delays = backoff(**_DELAYS)  # type: ignore[arg-type]
         while True:
+            _check_stop(stop)
             try:
                 await env.connect()
                 return
             except CapacityReached as exc:
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
-                await sleep(deadline.cap(next(delays)))
+                await _pause(deadline.cap(next(delays)), stop)
 
     async def close(self) -> None:
         """Close every session and stop every server the pool started.
@@ -451,6 +481,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_reset(order, seed, kwargs)
+            self._forget(order)  # a failure reported earlier and not read yet is about the old episode
             return await self._run("reset", order, jobs)
 
     async def step(
@@ -459,8 +490,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         """Step each session of ``ids`` (default: all) with its action; return the results in that order.
 
         Every action is sent before any reply is read (within
-        ``max_concurrency``), so the sessions step concurrently; replies are then
-        read in order, each within ``message_timeout``.  With ``autoreset``, a
+        ``max_concurrency``), so the sessions step concurrently; each reply is
+        due within ``message_timeout`` of its send.  Replies are read in order,
+        or, while requests wait for a ``max_concurrency`` slot, whichever is in
+        first (so that the next request goes out at once).  With ``autoreset``, a
         session whose episode ended is reset instead (see the class).
 
         Args:
@@ -474,6 +507,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             PoolError: sessions failed (``on_failure="raise"``) or could not
                 be replaced; ``results`` holds the others.
             InvalidAction: the codec refused an action; nothing was sent.
+            ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
+            IndexError: an index of ``ids`` is out of range.
             SessionBusy: another pool call is running, ``step_async`` replies
                 are outstanding, or a session is checked out.
             EnvClosed: the pool is closed.
@@ -497,23 +532,36 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 errors[job.index] = self._core.failed_error(job.index)
             else:
                 runnable.append(job)
-        self._core.enqueue(runnable)
+        self._core.claim(order, runnable)
         try:
             await self._pump(calls, errors)
             while self._flight:
-                await self._receive_one(next(iter(self._flight)), results, errors)
-                await self._pump(calls, errors)
+                if not self._core.queue:
+                    # nothing waits for a slot: plain blocking reads, in order (no polling)
+                    await self._receive_one(next(iter(self._flight)), results, errors)
+                    continue
+                # requests wait for a slot: read whichever reply comes first, so a slot frees at once
+                for index in await self._wait_ready(None):
+                    await self._receive_one(index, results, errors)
+                    await self._pump(calls, errors)
         except BaseException:
             self._abandon_all()
             raise
         if what == "reset":
             await self._retry_full(jobs, results, errors)
-        replaced = await self._handle_failures(errors, results, jobs)
         self._last_errors = dict(errors)
-        failed = {i: e for i, e in errors.items() if i not in replaced}
+        unreplaced = await self._handle_failures(errors, results)
+        failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
             listed = [results.get(i) for i in order]
-            raise PoolError(pool_error(what, order, results, failed), listed, failed)
+            message = pool_error(what, order, results, failed)
+            if unreplaced:
+                message = (
+                    f"{what} failed for {len(errors)} of {len(order)} session(s) and "
+                    f"{len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); "
+                    f"{_first(unreplaced)}. The other results are in .results; retry with replace(i)"
+                )
+            raise PoolError(message, listed, failed)
         return [results[i] for i in order]
 
     def _encode(self, jobs: Sequence[Job]) -> dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]]:
@@ -526,35 +574,64 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 calls[job.index] = env._step_call(job.action)
         return calls
 
-    async def _pump(self, calls: Mapping[int, Any], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
-        """Send what the concurrency limit allows now; a send that fails settles at once."""
+    async def _pump(self, calls: dict[int, Any], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
+        """Send what the concurrency limit allows, until it allows nothing more.
+
+        A send that fails settles at once (its slot frees for the next queued
+        request), so this never returns with requests queued and a slot free.
+        """
         failed: list[Completed[ObsT]] = []
-        for job in self._core.sendable():
-            kind, frame, parse = calls[job.index]
-            try:
-                sent = await self._envs[job.index]._send(kind, frame)
-            except OpenEnvError as exc:
-                self._core.settled(job, None, exc)
-                errors[job.index] = exc
-                failed.append(Completed(job.index, None, exc))
-                continue
-            except BaseException:
-                self._core.settled(job, None, None)
-                raise
-            self._flight[job.index] = (job, sent, parse, time.monotonic())
-        return failed
+        while True:
+            jobs = self._core.sendable()
+            if not jobs:
+                return failed
+            for k, job in enumerate(jobs):
+                kind, frame, parse = calls.pop(job.index)
+                try:
+                    sent = await self._envs[job.index]._send(kind, frame)
+                except OpenEnvError as exc:
+                    self._core.settled(job, None, exc)
+                    errors[job.index] = exc
+                    failed.append(Completed(job.index, None, exc))
+                    continue
+                except BaseException:
+                    for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
+                        self._core.settled(rest, None, None)
+                    raise
+                self._flight[job.index] = (job, sent, parse, time.monotonic())
+
+    async def _wait_ready(self, wait: float | None) -> list[int]:
+        """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
+
+        Polls the sockets' buffers (``ws_wait_any``); a reply not in within
+        ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
+        """
+        indices = list(self._flight)
+        message_timeout = self._envs[indices[0]].options.message_timeout
+        if message_timeout is not None:
+            now = time.monotonic()
+            overdue = [i for i in indices if self._flight[i][3] + message_timeout <= now]
+            if overdue:
+                return overdue
+            first_due = min(self._flight[i][3] for i in indices) + message_timeout - now
+            wait = first_due if wait is None else min(wait, first_due)
+        ready = await ws_wait_any([self._flight[i][1].ws for i in indices], wait)
+        return [indices[k] for k in sorted(ready)]
 
     async def _receive_one(
-        self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError], timeout: float = 0.0
+        self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
     ) -> None:
-        """Read session ``index``'s reply and settle it (``timeout``: a shorter wait for an overdue reply)."""
-        job, sent, parse, _ = self._flight[index]
+        """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
+        job, sent, parse, sent_at = self._flight[index]
         env = self._envs[index]
+        message_timeout = env.options.message_timeout
         try:
-            if timeout:
-                result = await env._receive(sent, parse, timeout=timeout)
+            if message_timeout is None:
+                result = await env._receive(sent, parse, timeout=None)
             else:
-                result = await env._receive(sent, parse)
+                # a reply already buffered is read even when overdue; otherwise at least a short wait
+                left = max(message_timeout - (time.monotonic() - sent_at), 0.001)
+                result = await env._receive(sent, parse, timeout=left)
         except OpenEnvError as exc:
             del self._flight[index]
             errors[index] = exc
@@ -574,49 +651,82 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._envs[index]._abandon(sent)
             self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
         self._flight.clear()
-        self._core.unqueue()
+        for job in self._core.unqueue():
+            self._calls.pop(job.index, None)
 
     async def _retry_full(
         self, jobs: Sequence[Job], results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
     ) -> None:
-        """Resets refused for capacity: retried one by one with backoff, up to ``capacity_timeout``."""
-        for job in jobs:
-            error = errors.get(job.index)
-            if not isinstance(error, CapacityReached):
-                continue
-            try:
-                result = await self._reset_waiting(self._envs[job.index], job.kwargs or {})
-            except OpenEnvError as exc:
-                errors[job.index] = exc
-                continue
-            del errors[job.index]
-            results[job.index] = result
-            self._core.recovered(job.index, result)
-
-    async def _reset_waiting(self, env: Env[ActT, ObsT, StateT], kwargs: Mapping[str, Any]) -> StepResult[ObsT]:
-        """Connect and reset ``env``, retrying with backoff while its server is at capacity."""
+        """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
+        full = [job for job in jobs if isinstance(errors.get(job.index), CapacityReached)]
+        if not full:
+            return
         deadline = Deadline(self._capacity_timeout)
+        stop = _Stop()
+        envs = [self._envs[job.index] for job in full]
+
+        async def interrupted() -> None:
+            stop.set = True
+            for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
+                self._envs[job.index] = self._new_env(self._urls[job.index])
+                await _quietly(env.close)
+
+        outcomes = await run_all(
+            [
+                _bind(self._reset_waiting, env, job.kwargs or {}, deadline, stop)
+                for job, env in zip(full, envs, strict=True)
+            ],
+            interrupted,
+        )
+        for job, outcome in zip(full, outcomes, strict=True):
+            if isinstance(outcome, OpenEnvError):
+                errors[job.index] = outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                del errors[job.index]
+                results[job.index] = outcome
+                self._core.recovered(job.index, outcome)
+
+    async def _reset_waiting(
+        self,
+        env: Env[ActT, ObsT, StateT],
+        kwargs: Mapping[str, Any],
+        deadline: Deadline | None = None,
+        stop: _Stop | None = None,
+    ) -> StepResult[ObsT]:
+        """Connect and reset ``env``, retrying with backoff while its server is at capacity (until ``deadline``)."""
+        if deadline is None:
+            deadline = Deadline(self._capacity_timeout)
         delays = backoff(**_DELAYS)  # type: ignore[arg-type]
         while True:
+            _check_stop(stop)
             try:
-                await self._connect_env(env)
+                await self._connect_env(env, deadline, stop)
                 return await env.reset(**kwargs)
             except CapacityReached as exc:
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
-                await sleep(deadline.cap(next(delays)))
+                await _pause(deadline.cap(next(delays)), stop)
 
     async def _handle_failures(
-        self, errors: Mapping[int, OpenEnvError], results: dict[int, StepResult[ObsT]], jobs: Sequence[Job]
-    ) -> set[int]:
-        """With ``on_failure="replace"``: replace each failed session; returns the indices replaced."""
-        replaced: set[int] = set()
+        self, errors: dict[int, OpenEnvError], results: dict[int, StepResult[ObsT]]
+    ) -> dict[int, PoolError]:
+        """With ``on_failure="replace"``: replace each failed session (its result: the new episode's reset).
+
+        Returns the sessions that could not be replaced, with the ``PoolError``
+        saying why; ``errors[i]`` becomes the last replacement attempt's error.
+        """
+        unreplaced: dict[int, PoolError] = {}
         if self._core.on_failure != "replace":
-            return replaced
+            return unreplaced
         for index in sorted(errors):
-            results[index] = await self._replace(index)
-            replaced.add(index)
-        return replaced
+            try:
+                results[index] = await self._replace(index)
+            except PoolError as exc:
+                unreplaced[index] = exc
+                errors[index] = exc.errors[index]
+        return unreplaced
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
 
@@ -634,6 +744,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Raises:
             InvalidAction: the codec refused an action; nothing was sent.
+            ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
+            IndexError: an index of ``ids`` is out of range.
             SessionBusy: a session of ``ids`` has a reply outstanding or is
                 checked out, or another pool call is running.
             EnvClosed: the pool is closed.
@@ -644,12 +756,16 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
             calls = self._encode(jobs)
+            self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
             self._calls.update(calls)
             for job in jobs:
                 if job.kind is JobKind.FAILED:
                     self._ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
-            self._core.enqueue([job for job in jobs if job.kind is not JobKind.FAILED])
-            self._ready.extend(await self._pump(self._calls, {}))
+            try:
+                self._ready.extend(await self._pump(self._calls, {}))
+            except BaseException:
+                self._abandon_all()
+                raise
 
     async def recv(self, min_results: int = 1, timeout: float | None = None) -> list[Completed[ObsT]]:
         """Return the replies of ``step_async`` requests as they arrive: at least ``min_results`` of them.
@@ -666,13 +782,18 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Args:
             min_results: how many completions to wait for.
-            timeout: seconds to wait at most (``None``: no limit).
+            timeout: seconds to wait at most (``None``: no limit; ``0``: only
+                what is ready now, without waiting).
 
         Returns:
             The completions, each with the session's index.
 
         Raises:
-            PoolError: a failed session could not be replaced (``on_failure="replace"``).
+            PoolError: a failed session could not be replaced
+                (``on_failure="replace"``); ``errors[i]`` says why, and the
+                other completions are returned by the next ``recv()``.
+            ValueError: ``min_results`` is less than 1.
+            InvalidOption: ``timeout`` is negative or not a number.
             SessionBusy: another pool call is running.
             EnvClosed: the pool is closed.
         """
@@ -680,26 +801,16 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._check_open()
             if min_results < 1:
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
-            deadline = Deadline(check_timeout("timeout", timeout))
+            poll = timeout == 0 and not isinstance(timeout, bool)
+            deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
             done, self._ready = list(self._ready), []
-            message_timeout = self._envs[0].options.message_timeout if self._envs else None
             try:
                 while len(done) < min_results and self._flight:
-                    indices = list(self._flight)
-                    wait = deadline.remaining()
-                    overdue: list[int] = []
-                    if message_timeout is not None:
-                        now = time.monotonic()
-                        first_due = min(self._flight[i][3] for i in indices) + message_timeout
-                        overdue = [i for i in indices if self._flight[i][3] + message_timeout <= now]
-                        wait = max(0.0, first_due - now) if wait is None else min(wait, max(0.0, first_due - now))
-                    ready = overdue or [
-                        indices[k] for k in sorted(await ws_wait_any([self._flight[i][1].ws for i in indices], wait))
-                    ]
+                    ready = await self._wait_ready(deadline.remaining())
                     for index in ready:
                         errors: dict[int, OpenEnvError] = {}
                         results: dict[int, StepResult[ObsT]] = {}
-                        await self._receive_one(index, results, errors, 0.001 if index in overdue else 0.0)
+                        await self._receive_one(index, results, errors)
                         self._calls.pop(index, None)
                         done.append(Completed(index, results.get(index), errors.get(index)))
                         done.extend(await self._pump(self._calls, {}))
@@ -710,15 +821,31 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 self._abandon_all()
                 raise
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
-            if self._core.on_failure == "replace":
-                done = [await self._replace_completed(c) for c in done]
-            return done
-
-    async def _replace_completed(self, completed: Completed[ObsT]) -> Completed[ObsT]:
-        if completed.error is None:
-            return completed
-        result = await self._replace(completed.index)
-        return Completed(completed.index, result, completed.error, replaced=True)
+            if self._core.on_failure != "replace":
+                return done
+            out: list[Completed[ObsT]] = []
+            unreplaced: dict[int, PoolError] = {}
+            for completed in done:
+                if completed.error is None or completed.replaced:
+                    out.append(completed)
+                    continue
+                try:
+                    result = await self._replace(completed.index)
+                except PoolError as exc:
+                    unreplaced[completed.index] = exc
+                    continue
+                out.append(Completed(completed.index, result, completed.error, replaced=True))
+            if unreplaced:
+                # the other completions are not lost: the next recv() returns them
+                self._ready = out + self._ready
+                failed = sorted(unreplaced)
+                raise PoolError(
+                    f"{len(failed)} failed session(s) could not be replaced (indices {failed}); "
+                    f"{_first(unreplaced)}. The other completions are returned by the next recv()",
+                    [None] * len(failed),
+                    {i: unreplaced[i].errors[i] for i in failed},
+                )
+            return out
 
     # -- replacing, resizing, checking out -----------------------------------------------------------
 
@@ -748,6 +875,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             return await self._replace(index)
 
     async def _replace(self, index: int) -> StepResult[ObsT]:
+        self._forget([index])
         delays = backoff(**_DELAYS)  # type: ignore[arg-type]
         last: OpenEnvError | None = None
         for _ in range(self._replace_attempts):
@@ -802,10 +930,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             old = len(self._envs)
             check_size(size)
             if size < old:
-                self._core.check_free(range(size, old))
+                self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
+                self._forget(range(size, old))
                 envs, providers = self._envs[size:], [p for p in self._providers[size:] if p is not None]
                 del self._envs[size:], self._providers[size:], self._urls[size:]
-                self._core.resize(size)
                 outcomes = await run_all([env.close for env in envs], _noop)
                 outcomes += await run_all([p.stop for p in providers], _noop)
                 for outcome in outcomes:
@@ -861,6 +989,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if index < len(self._envs) and self._envs[index] is env:
             self._core.checkin(index)
 
+    def _forget(self, indices: Sequence[int]) -> None:
+        """Drop what the pool still held for sessions reset, replaced or removed: unread completions, unsent calls."""
+        drop = set(indices)
+        self._ready = [c for c in self._ready if c.index not in drop]
+        for index in drop:
+            self._calls.pop(index, None)
+
 
 class _Checkout(Generic[ActT, ObsT, StateT]):
     """The context manager of ``EnvPool.checkout()``."""
@@ -890,8 +1025,41 @@ async def _noop() -> None:
     """Nothing to undo when opening or closing sessions is interrupted."""
 
 
-def _bind(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
-    return lambda: fn(arg)
+def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return lambda: fn(*args)
+
+
+class _Stop:
+    """Set when a call running sessions in parallel is interrupted: their waits between tries end."""
+
+    __slots__ = ("set",)
+
+    def __init__(self) -> None:
+        self.set = False
+
+
+def _check_stop(stop: _Stop | None) -> None:
+    if stop is not None and stop.set:
+        raise EnvClosed("interrupted while opening the session")
+
+
+async def _pause(seconds: float, stop: _Stop | None) -> None:
+    """Sleep ``seconds``, in short slices when ``stop`` may end the wait early."""
+    if stop is None:
+        await sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    while not stop.set:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        await sleep(min(left, 0.05))
+    _check_stop(stop)
+
+
+def _first(failures: Mapping[int, PoolError]) -> str:
+    index = min(failures)
+    return f"session {index}: {failures[index]}"
 
 
 def _checked_size(size: int) -> int:

@@ -65,8 +65,9 @@ class RayProvider(ServerProvider):
         scheduling_strategy: where to place it: ``"SPREAD"``, ``"DEFAULT"``, a
             ``PlacementGroupSchedulingStrategy`` or a ``NodeAffinitySchedulingStrategy``.
         actor_options: more keyword arguments of Ray's ``.options()``
-            (``label_selector``, ``accelerator_type``, ``name``, ...).
-            ``lifetime="detached"`` and ``max_restarts`` are refused.
+            (``label_selector``, ``accelerator_type``, ...).  ``name`` is
+            refused (each provider names its actor itself, see ``actor_name``),
+            and so are ``lifetime="detached"`` and ``max_restarts``.
         server_options: more keyword arguments of ``EnvServer`` (``idle_timeout``,
             ``name``, ...) or, with ``app``, of ``uvicorn.Config``.
         address: the cluster to connect to (``ray.init(address=...)``, such as
@@ -81,7 +82,7 @@ class RayProvider(ServerProvider):
     Raises:
         TypeError: neither or both of ``factory`` and ``app`` were given.
         InvalidOption: ``start_timeout`` or ``max_sessions`` is out of range, or
-            ``actor_options`` would detach or restart the actor.
+            ``actor_options`` names the actor or would detach or restart it.
     """
 
     def __init__(
@@ -115,7 +116,7 @@ class RayProvider(ServerProvider):
         self.server_options: dict[str, Any] = dict(server_options or {})
         self.address: str | None = address
         self.start_timeout: float | None = check_timeout("start_timeout", start_timeout)
-        self.actor_name: str = str((actor_options or {}).get("name") or _ray.new_actor_name())
+        self.actor_name: str = _ray.new_actor_name()
         self.options: dict[str, Any] = _ray.build_actor_options(
             name=self.actor_name,
             num_cpus=num_cpus,

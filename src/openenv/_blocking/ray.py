@@ -85,7 +85,8 @@ def build_actor_options(
     """The keyword arguments of ``ServerActor.options(...)``; refuses what would leave an actor behind.
 
     Raises:
-        InvalidOption: ``lifetime="detached"`` (a detached actor outlives the
+        InvalidOption: ``name`` (the provider names its actors itself: one name
+            per provider), ``lifetime="detached"`` (a detached actor outlives the
             driver), or ``max_restarts`` (a restarted actor serves on a new port).
     """
     options: dict[str, Any] = {"name": name, "namespace": ACTOR_NAMESPACE, "max_restarts": 0}
@@ -100,6 +101,12 @@ def build_actor_options(
         if value is not None:
             options[key] = value
     extra = dict(actor_options or {})
+    if "name" in extra:
+        raise InvalidOption(
+            f"actor_options name={extra['name']!r} is not supported: RayProvider names its actors itself "
+            "(openenv-server-<hex>, one per provider), so that the providers of one factory in a pool, or a "
+            "replacement, never collide; read the name from provider.actor_name"
+        )
     if extra.get("lifetime") not in (None, "non_detached"):
         raise InvalidOption(
             f"actor_options lifetime={extra['lifetime']!r} is not supported: a detached actor outlives the "

@@ -11,6 +11,7 @@ builds the public result types [`Completed`][openenv.sync.Completed] and
 from __future__ import annotations
 
 import enum
+import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,8 @@ class PoolCore:
         self.in_flight = 0
         self.failures = 0
         self.replacements = 0
+        #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
+        self._lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -264,6 +267,16 @@ class PoolCore:
 
     # -- the queue (max_concurrency) ---------------------------------------------
 
+    def claim(self, order: Sequence[int], jobs: Sequence[Job]) -> None:
+        """``check_free(order)``, then ``enqueue(jobs)``, as one step (no ``checkout()`` in between).
+
+        Raises:
+            SessionBusy: a session of ``order`` has a request outstanding or is checked out.
+        """
+        with self._lock:
+            self.check_free(order)
+            self.enqueue(jobs)
+
     def enqueue(self, jobs: Sequence[Job]) -> None:
         """Queue requests (their sessions are marked busy at once)."""
         for job in jobs:
@@ -334,10 +347,11 @@ class PoolCore:
         Raises:
             SessionBusy: every session is busy, checked out or failed.
         """
-        for i, slot in enumerate(self.slots):
-            if slot.state is None and not slot.checked_out and slot.failed is None:
-                slot.checked_out = True
-                return i
+        with self._lock:
+            for i, slot in enumerate(self.slots):
+                if slot.state is None and not slot.checked_out and slot.failed is None:
+                    slot.checked_out = True
+                    return i
         raise SessionBusy(
             f"no free session in the pool of {self.size}: each is checked out, busy or failed; "
             "give one back, or resize() the pool"
@@ -356,9 +370,10 @@ class PoolCore:
             SessionBusy: a session that would go is busy or checked out.
         """
         check_size(size)
-        self.check_free(range(size, self.size))
-        del self.slots[size:]
-        self.slots.extend(_Slot() for _ in range(size - len(self.slots)))
+        with self._lock:
+            self.check_free(range(size, self.size))
+            del self.slots[size:]
+            self.slots.extend(_Slot() for _ in range(size - len(self.slots)))
 
     def metrics(self, healthy: Sequence[bool]) -> PoolMetrics:
         """The snapshot; ``healthy[i]``: whether session ``i``'s client is open."""
