@@ -546,3 +546,12 @@ async def test_recv_with_timeout_zero_polls(counter_server: Any) -> None:
         assert done.ok
         with pytest.raises(ValueError):
             await pool.recv(timeout=-1)
+
+
+async def test_from_env_with_a_url_opens_sessions_on_that_server(counter_server: Any) -> None:
+    async with await EnvPool.from_env(counter_server.url, size=3) as pool:
+        assert pool.providers == [None, None, None]  # nothing started: the server runs already
+        results = await pool.reset(kwargs=[{"start": i} for i in range(3)])
+        assert [r.observation["count"] for r in results] == [0, 1, 2]
+    with pytest.raises(ValueError, match="size"):
+        await EnvPool.from_env(counter_server.url, size=0)

@@ -54,3 +54,20 @@ def test_a_checkout_runs_with_its_own_venv(tmp_path: Path) -> None:
         child = provider._child
         assert child is not None and child.exit_code() is None
     assert child.exit_code() is not None
+
+
+@pytest.mark.interop
+def test_a_pool_runs_one_process_per_session_from_a_checkout(tmp_path: Path) -> None:
+    from openenv.sync import EnvPool
+    from tests.interop.conftest import venv_python
+
+    released = venv_python("0.3.0").parent.parent
+    checkout = _copy(tmp_path)
+    (checkout / ".venv").symlink_to(released, target_is_directory=True)
+    with EnvPool.from_env(str(checkout), size=3, ready_timeout=120) as pool:
+        children = [provider._child for provider in pool.providers]  # type: ignore[union-attr]
+        assert len({child.pid for child in children if child is not None}) == 3  # three servers
+        pool.reset()
+        results = pool.step([{"message": f"s{i}"} for i in range(3)])
+        assert [r.observation["echoed_message"] for r in results] == ["S0", "S1", "S2"]
+    assert all(child is not None and child.exit_code() is not None for child in children)

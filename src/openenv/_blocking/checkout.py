@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import replace
 
 from .._core.checkout import INSTALL, PROBE, CheckoutFacts, Plan, choose_interpreter, venv_python_path
@@ -80,6 +81,21 @@ def install_checkout(directory: str, timeout: float = INSTALL_TIMEOUT) -> str:
     Raises:
         ProviderError: creating the venv or installing failed (with the last output lines).
     """
+    # several providers of one checkout (a pool) start at once: one installs, the others then find it
+    with _install_lock(directory):
+        return _install_checkout(directory, timeout)
+
+
+_INSTALL_LOCKS: dict[str, threading.Lock] = {}
+_INSTALL_LOCKS_GUARD = threading.Lock()
+
+
+def _install_lock(directory: str) -> threading.Lock:
+    with _INSTALL_LOCKS_GUARD:
+        return _INSTALL_LOCKS.setdefault(os.path.realpath(directory), threading.Lock())
+
+
+def _install_checkout(directory: str, timeout: float) -> str:
     venv = os.path.join(directory, ".venv")
     python = venv_python_path(directory)
     if os.path.exists(python):

@@ -16,6 +16,7 @@ from typing import Any, Generic
 from typing_extensions import Self, TypeVar, Unpack
 
 from .._blocking.retry import Deadline, backoff
+from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import BootstrapError, CapacityReached, EnvClosed, OpenEnvError, PoolError
 from .._core.guard import InFlight
@@ -25,7 +26,7 @@ from .._core.result import StepResult
 from .._shim_sync import run_all, sleep, ws_wait_any
 from .bootstrap import start_providers
 from .connection import _Sent
-from .env import Env, _schema_codec
+from .env import Env, _checkout_provider, _schema_codec
 from .providers import DockerProvider, Provider, ServerProvider
 
 __all__ = ["EnvPool"]
@@ -286,6 +287,115 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         def factory(index: int) -> Provider:
             return DockerProvider(image, env_vars=env_vars, run_options=run_options, pull=pull)
+
+        return cls.from_provider(
+            factory,
+            size=size,
+            ready_timeout=ready_timeout,
+            codec=codec,
+            autoreset=autoreset,
+            on_failure=on_failure,
+            replace_attempts=replace_attempts,
+            max_concurrency=max_concurrency,
+            capacity_timeout=capacity_timeout,
+            **options,
+        )
+
+    @classmethod
+    def from_env(
+        cls,
+        source: str,
+        *,
+        size: int,
+        use_docker: bool = True,
+        tag: str = "latest",
+        registry: str | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        command: Sequence[str] | None = None,
+        install: bool = False,
+        ready_timeout: float | None = READY_TIMEOUT,
+        codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
+        autoreset: bool = False,
+        on_failure: str = "raise",
+        replace_attempts: int = 3,
+        max_concurrency: int | None = None,
+        capacity_timeout: float | None = 60.0,
+        **options: Unpack[EnvOptions],
+    ) -> Self:
+        """A pool for what [`Env.from_env()`][openenv.sync.Env.from_env] takes: a URL, a checkout, a Space id.
+
+        * a URL (a running server, a hosted Space): ``size`` sessions on that
+          one server (it must allow that many: ``MAX_CONCURRENT_ENVS``);
+          ``$HF_TOKEN`` is sent to ``*.hf.space`` hosts, as ``Env.from_env`` does;
+        * a Space id ``owner/name`` with ``use_docker`` (default): ``size``
+          containers of the Space's image, started in parallel (without
+          ``use_docker``: ``size`` sessions on the hosted Space);
+        * a local checkout directory: ``size`` server processes, started in
+          parallel (with ``install=True`` the checkout's ``.venv`` is created
+          once, for all of them).
+
+        Servers started here are stopped when the pool closes.
+
+        Args:
+            source: a URL, a local checkout directory, or a Space id ``owner/name``.
+            size: the number of sessions (and of servers, unless ``source`` is a URL).
+            use_docker: run a Space's image (``True``) or use the hosted Space.
+            tag: the Space image's tag.
+            registry: the registry of Space images.
+            env_vars: environment variables for each server.
+            command: the server command for a checkout (as for ``Env.from_env``).
+            install: create and fill a checkout's ``.venv`` when it has none.
+            ready_timeout: seconds for each server to become healthy.
+            codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
+            autoreset: as for ``EnvPool(...)``.
+            on_failure: as for ``EnvPool(...)``.
+            replace_attempts: as for ``EnvPool(...)``.
+            max_concurrency: as for ``EnvPool(...)``.
+            capacity_timeout: as for ``EnvPool(...)``.
+            **options: the connection options of ``Env(...)``.
+
+        Returns:
+            The pool, its sessions open.
+
+        Raises:
+            InvalidURL: ``source`` is neither a URL, a directory nor a Space id.
+            ValueError: ``size`` is below 1.
+            BootstrapError: a server failed to start; every server was stopped.
+            CapacityReached: a URL's server stayed full for ``capacity_timeout`` seconds.
+            PoolError: sessions could not be opened.
+        """
+        where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
+        if where.kind == "url":
+            check_size(size)
+            options["headers"] = hosted_headers(where.target, options.get("headers"))
+            resolved = _schema_codec(codec, where.target, options)
+            pool = cls(
+                where.target,
+                size=size,
+                codec=resolved,
+                autoreset=autoreset,
+                on_failure=on_failure,
+                replace_attempts=replace_attempts,
+                max_concurrency=max_concurrency,
+                capacity_timeout=capacity_timeout,
+                **options,
+            )
+            try:
+                pool.connect()
+            except BaseException:
+                pool.close()
+                raise
+            return pool
+        target = where.target
+        if where.kind == "image":
+
+            def factory(index: int) -> Provider:
+                return DockerProvider(target, env_vars=env_vars)
+
+        else:
+
+            def factory(index: int) -> Provider:
+                return _checkout_provider(target, command, env_vars, None, install)
 
         return cls.from_provider(
             factory,
