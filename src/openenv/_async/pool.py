@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic
+from typing import Any, Generic, Literal
 
 from typing_extensions import Self, TypeVar, Unpack
 
@@ -44,9 +44,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     ``EnvPool(url, size=8)`` opens 8 sessions on one server;
     ``EnvPool([url_a, url_b])`` one session per URL;
-    [`from_provider()`][openenv.sync.EnvPool.from_provider] and
-    [`from_docker_image()`][openenv.sync.EnvPool.from_docker_image] start one server per
-    session and stop them on close.  The context manager (or
+    [`from_provider()`][openenv.sync.EnvPool.from_provider],
+    [`from_docker_image()`][openenv.sync.EnvPool.from_docker_image] and
+    [`from_env()`][openenv.sync.EnvPool.from_env] start one server per session
+    (in parallel) and stop them on close.  The context manager (or
     [`connect()`][openenv.sync.EnvPool.connect]) opens every session concurrently.
 
     **Send, then receive.** [`step()`][openenv.sync.EnvPool.step] and
@@ -77,7 +78,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     ``replace_attempts`` tries with backoff), and its slot holds the new episode's
     reset result; [`last_errors`][openenv.sync.EnvPool.last_errors] (and
     [`Completed.error`][openenv.sync.Completed]) say what happened.  If a replacement
-    fails too, one ``PoolError`` whose ``results`` hold the other sessions' results.  An action the codec refuses raises
+    fails too, ``step``/``reset`` raise one ``PoolError`` whose ``results`` still
+    hold the other sessions' results.  An action the codec refuses raises
     [`InvalidAction`][openenv.sync.InvalidAction] before anything is sent.
 
     **Capacity.** Opening a session (connect, replace, resize) and the first
@@ -118,7 +120,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         size: int | None = None,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
         autoreset: bool = False,
-        on_failure: str = "raise",
+        on_failure: Literal["raise", "replace"] = "raise",
         replace_attempts: int = 3,
         max_concurrency: int | None = None,
         capacity_timeout: float | None = 60.0,
@@ -168,7 +170,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         autoreset: bool = False,
-        on_failure: str = "raise",
+        on_failure: Literal["raise", "replace"] = "raise",
         replace_attempts: int = 3,
         max_concurrency: int | None = None,
         capacity_timeout: float | None = 60.0,
@@ -249,7 +251,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         autoreset: bool = False,
-        on_failure: str = "raise",
+        on_failure: Literal["raise", "replace"] = "raise",
         replace_attempts: int = 3,
         max_concurrency: int | None = None,
         capacity_timeout: float | None = 60.0,
@@ -316,7 +318,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         autoreset: bool = False,
-        on_failure: str = "raise",
+        on_failure: Literal["raise", "replace"] = "raise",
         replace_attempts: int = 3,
         max_concurrency: int | None = None,
         capacity_timeout: float | None = 60.0,
