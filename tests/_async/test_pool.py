@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -303,7 +303,7 @@ async def test_close_releases_everything_and_misuse_is_refused(server_factory: A
     with pytest.raises(ValueError, match="size"):
         EnvPool(server.url, size=0)
     with pytest.raises(ValueError, match="on_failure"):
-        EnvPool(server.url, on_failure="ignore")
+        EnvPool(server.url, on_failure="ignore")  # type: ignore[arg-type]
     async with pool:
         await pool.reset()
         await _until(lambda: server.active_sessions == 4)
@@ -390,7 +390,7 @@ async def test_from_docker_image_runs_one_container_per_session_and_removes_them
 
 @pytest.mark.parametrize("on_failure", ["raise", "replace"])
 async def test_a_failed_send_under_max_concurrency_does_not_strand_the_queue(
-    counter_server: Any, on_failure: str
+    counter_server: Any, on_failure: Literal["raise", "replace"]
 ) -> None:
     async with EnvPool(counter_server.url, size=3, max_concurrency=1, on_failure=on_failure) as pool:
         await pool.reset()
