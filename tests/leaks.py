@@ -70,6 +70,19 @@ def children() -> set[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
 def snapshot() -> Snapshot:
     """Threads, fds and child processes of this process now."""
     return Snapshot(

@@ -17,22 +17,11 @@ from openenv._async.providers import DockerProvider, ProcessProvider
 from openenv.aio import BootstrapError, ContainerExited, Env, ProviderError, ReadinessTimeout
 
 from ..helpers_async import run_in_thread
+from ..leaks import alive
 
 ECHO = "openenv-test/echo:latest"
 EXITS = "openenv-test/exits:latest"
 REGISTRY = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 class Recorder:
@@ -101,10 +90,10 @@ async def test_three_local_servers_start_and_their_urls_keep_the_order() -> None
                 await env.reset()
                 assert (await env.step({"message": url})).observation["echoed_message"] == url
         children = [p._child for p in providers]
-        assert all(child is not None and _alive(child.pid) for child in children)
+        assert all(child is not None and alive(child.pid) for child in children)
     finally:
         await _stop(providers)
-    assert not any(_alive(child.pid) for child in children if child is not None)
+    assert not any(alive(child.pid) for child in children if child is not None)
 
 
 async def test_every_start_begins_before_any_wait_and_the_starts_overlap(echo_server: Any) -> None:

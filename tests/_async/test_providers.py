@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -14,17 +13,7 @@ import pytest
 from openenv._async.providers import ProcessProvider, ServerProvider
 from openenv.aio import ConnectError, Env, InvalidURL, ProviderError, ReadinessTimeout
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
+from ..leaks import alive
 
 
 async def test_from_provider_runs_and_stops_a_local_server() -> None:
@@ -35,8 +24,8 @@ async def test_from_provider_runs_and_stops_a_local_server() -> None:
         await env.reset()
         assert (await env.step({"message": "local"})).observation["echoed_message"] == "local"
         child = provider._child
-        assert child is not None and _alive(child.pid)
-    assert not _alive(child.pid)
+        assert child is not None and alive(child.pid)
+    assert not alive(child.pid)
     assert provider._child is None
 
 

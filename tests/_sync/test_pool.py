@@ -30,6 +30,7 @@ from openenv.sync import (
 
 from ..envs import PeakEnv
 from ..helpers_sync import gather, sleep
+from ..leaks import alive
 
 
 def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -38,18 +39,6 @@ def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < end, "condition never became true"
         sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any) -> None:
@@ -337,7 +326,7 @@ def test_from_provider_starts_one_server_per_session_and_stops_them() -> None:
         assert pool.providers[1] is not old and len(providers) == 3
         pool.resize(1)
     assert all(p._child is None for p in providers)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
 
 
 def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> None:
