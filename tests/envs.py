@@ -169,6 +169,61 @@ class ScoredToolsEnv(Environment[Action, ToolCallObservation, State]):
         return "right" if n == 7 else "wrong"
 
 
+class PenaltyToolsEnv(Environment[Action, Observation, State]):
+    """An MCP environment that penalises failed tool calls, as agent-RL environments do.
+
+    Every ``call_tool`` through the step loop is a step (``step_count`` moves).
+    A call that fails (the tool raised, an unknown tool, bad arguments) scores
+    ``-1.0``; the second failure of an episode ends it.  ``add(a, b)`` scores
+    ``0.5``; ``fail(message)`` always raises.
+    """
+
+    action_type = Action
+    observation_type = Observation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    MAX_FAILURES = 2
+
+    def __init__(self) -> None:
+        self._state = State()
+        self._failures = 0
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:  # type: ignore[override]
+        self._state = State(episode_id=episode_id or str(uuid.uuid4()))
+        self._failures = 0
+        return Observation(metadata={"message": "Call add(a, b). Failed calls cost 1.0."})
+
+    def step(self, action: Action) -> Observation:
+        self._state.step_count += 1
+        return Observation()
+
+    def step_tool(self, action: ListToolsAction | CallToolAction) -> Observation:
+        observation = super().step_tool(action)
+        if isinstance(action, CallToolAction):
+            self._state.step_count += 1
+            if getattr(observation, "error", None):
+                self._failures += 1
+                observation.reward = -1.0
+                observation.done = self._failures >= self.MAX_FAILURES
+            else:
+                observation.reward = 0.5
+        return observation
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @tool
+    def add(self, a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @tool
+    def fail(self, message: str) -> None:
+        """Always raises ``RuntimeError(message)``."""
+        raise RuntimeError(message)
+
+
 # -- an OpenEnv-style client (the shape of an environment's client.py), without openenv-core
 
 ObsT = TypeVar("ObsT")

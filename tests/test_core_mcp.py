@@ -144,3 +144,19 @@ def test_model_from_schema_handles_recursion_and_odd_schemas() -> None:
     assert model_from_schema({"type": "string"}, "Odd", outgoing=False).model_validate({})
     with pytest.raises(ValueError):
         model_from_schema({"properties": {"a": {"$ref": "http://x/y"}}}, "Bad", outgoing=True)
+
+
+def test_a_failed_step_call_keeps_the_steps_reward_done_and_result() -> None:
+    import pickle
+
+    from openenv._core.result import StepResult
+
+    observation = {"tool_name": "fail", "error": {"error_type": "execution_error", "message": "bad"}}
+    step = StepResult(observation=observation, reward=-1.0, done=True)
+    with pytest.raises(ToolError) as info:
+        mcp.parse_step_call(observation, "fail", reward=-1.0, done=True, result=step)
+    assert (info.value.reward, info.value.done, info.value.result) == (-1.0, True, step)
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert (copy.message, copy.tool, copy.reward, copy.done, copy.result) == ("bad", "fail", -1.0, True, step)
+    plain = ToolError("no MCP", code=-32603)  # not a step
+    assert (plain.reward, plain.done, plain.result) == (None, False, None)

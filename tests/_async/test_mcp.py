@@ -24,7 +24,7 @@ from openenv.aio import (
 from openenv.server import EnvServer
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
-from ..envs import ScoredToolsEnv, ToolCallObservation
+from ..envs import PenaltyToolsEnv, ScoredToolsEnv, ToolCallObservation
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,33 @@ async def test_call_tool_carries_the_steps_reward_and_done(server_factory: Calla
         assert (right.data, right.text, right.is_error) == ("right", "right", False)
         assert (right.reward, right.done) == (1.0, True)
         assert (await env.state())["step_count"] == 2
+
+
+async def test_a_failed_tool_call_is_a_step_with_its_reward_and_done(server_factory: Callable[..., Any]) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=2)
+    async with Env(server.url) as env:
+        await env.reset()
+        with pytest.raises(ToolError) as info:
+            await env.call_tool("fail", message="bad")
+        failed = info.value
+        assert (failed.reward, failed.done) == (-1.0, False)  # the environment's penalty reaches the caller
+        assert failed.message == "Error calling tool 'fail': bad"
+        assert failed.result is not None and failed.result.reward == -1.0
+        assert failed.result.observation["error"]["error_type"] == "execution_error"
+        assert (await env.state())["step_count"] == 1  # the failed call was counted
+        assert (await env.call_tool("add", a=1, b=2)).reward == 0.5
+        with pytest.raises(ToolNotFound) as unknown:  # an unknown tool: the second failure ends the episode
+            await env.call_tool("nope")
+        assert (unknown.value.reward, unknown.value.done) == (-1.0, True)
+        assert (await env.state())["step_count"] == 3
+
+
+async def test_a_tool_error_that_is_not_a_step_has_no_reward(tools_server: Any) -> None:
+    async with Env(tools_server.url) as env:
+        with pytest.raises(ToolError) as info:
+            await env.call_tool("fail", message="bad")
+        assert (info.value.reward, info.value.done) == (None, False)  # the demo does not score
+        assert info.value.result is not None  # but it was a step
 
 
 async def test_call_tool_sends_the_step_action(script_server: Callable[..., Any]) -> None:

@@ -14,7 +14,7 @@ from openenv._shim_async import sleep
 from openenv.aio import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv.server import Environment, EnvServer
 
-from ..envs import CounterEnv, GuessEnv
+from ..envs import CounterEnv, GuessEnv, PenaltyToolsEnv
 
 # Tool calls score only when they go through the step loop (the environment's
 # step_tool hook): the contract of Env.call_tool in simulation mode, merged from
@@ -158,6 +158,45 @@ async def test_tool_errors_are_text_for_the_model(guess_server: Any) -> None:
     finally:
         await cls.close()
         await strict.close()
+
+
+async def test_a_failed_tool_call_adds_its_penalty_and_ends_the_episode(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=4)
+    cls = await environment_factory(server.url)
+    strict = await environment_factory(server.url, raise_tool_errors=True)
+    try:
+        env = cls()
+        await env.reset()
+        assert await env.add(1, 2) == "3"
+        assert (await env.fail("bad")).startswith("Error: Error calling tool 'fail': bad")
+        assert (env.reward, env.done) == (-0.5, False)  # 0.5 for add, -1.0 for the failed call
+        assert env.env is not None and (await env.env.state())["step_count"] == 2
+        assert (await env.fail("again")).startswith("Error: ")
+        assert (env.reward, env.done) == (-1.5, True)  # the second failure ended the episode
+        assert env.get_reward() == -1.5
+        assert await env.add(1, 1) == "The episode is over: no further actions are taken. Stop calling tools."
+        checked = strict()
+        await checked.reset()
+        with pytest.raises(ToolError) as info:
+            await checked.fail("bad")
+        assert info.value.reward == -1.0 and checked.reward == -1.0  # raised, and counted all the same
+    finally:
+        await cls.close()
+        await strict.close()
+
+
+async def test_a_failed_tool_call_over_a_pool_adds_its_penalty(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=2)
+    async with EnvPool(server.url, size=1) as pool:
+        cls = await environment_factory(pool)
+        try:
+            env = cls()
+            await env.reset()
+            await env.fail("bad")
+            await env.add(2, 2)
+            assert (env.reward, env.done) == (-0.5, False)
+        finally:
+            await cls.close()
 
 
 async def test_tools_before_reset_and_after_close(guess_server: Any) -> None:

@@ -14,7 +14,7 @@ from openenv._shim_sync import sleep
 from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv.server import Environment, EnvServer
 
-from ..envs import CounterEnv, GuessEnv
+from ..envs import CounterEnv, GuessEnv, PenaltyToolsEnv
 
 # Tool calls score only when they go through the step loop (the environment's
 # step_tool hook): the contract of Env.call_tool in simulation mode, merged from
@@ -158,6 +158,45 @@ def test_tool_errors_are_text_for_the_model(guess_server: Any) -> None:
     finally:
         cls.close()
         strict.close()
+
+
+def test_a_failed_tool_call_adds_its_penalty_and_ends_the_episode(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=4)
+    cls = environment_factory(server.url)
+    strict = environment_factory(server.url, raise_tool_errors=True)
+    try:
+        env = cls()
+        env.reset()
+        assert env.add(1, 2) == "3"
+        assert (env.fail("bad")).startswith("Error: Error calling tool 'fail': bad")
+        assert (env.reward, env.done) == (-0.5, False)  # 0.5 for add, -1.0 for the failed call
+        assert env.env is not None and (env.env.state())["step_count"] == 2
+        assert (env.fail("again")).startswith("Error: ")
+        assert (env.reward, env.done) == (-1.5, True)  # the second failure ended the episode
+        assert env.get_reward() == -1.5
+        assert env.add(1, 1) == "The episode is over: no further actions are taken. Stop calling tools."
+        checked = strict()
+        checked.reset()
+        with pytest.raises(ToolError) as info:
+            checked.fail("bad")
+        assert info.value.reward == -1.0 and checked.reward == -1.0  # raised, and counted all the same
+    finally:
+        cls.close()
+        strict.close()
+
+
+def test_a_failed_tool_call_over_a_pool_adds_its_penalty(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=2)
+    with EnvPool(server.url, size=1) as pool:
+        cls = environment_factory(pool)
+        try:
+            env = cls()
+            env.reset()
+            env.fail("bad")
+            env.add(2, 2)
+            assert (env.reward, env.done) == (-0.5, False)
+        finally:
+            cls.close()
 
 
 def test_tools_before_reset_and_after_close(guess_server: Any) -> None:

@@ -293,13 +293,24 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 self._record(result.reward, result.done)
                 return (render or core.render_observation)(result.observation)
             outcome = await env.call_tool(spec.tool, **arguments)
-        except (ToolError, ServerValidationError, ExecutionError) as exc:
+        except ToolError as exc:
+            self._record(exc.reward, exc.done)  # a failed call is a step too: its penalty and end count
+            if shared.raise_tool_errors:
+                raise
+            return f"Error: {exc}"
+        except (ServerValidationError, ExecutionError) as exc:
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
         self._record(outcome.reward, outcome.done)
         if outcome.is_error and shared.raise_tool_errors:
-            raise ToolError(core.render_tool_result(outcome), tool=spec.tool, data=outcome.content)
+            raise ToolError(
+                core.render_tool_result(outcome),
+                tool=spec.tool,
+                data=outcome.content,
+                reward=outcome.reward,
+                done=outcome.done,
+            )
         return (render or core.render_tool_result)(outcome)
 
     def _record(self, reward: float | None, done: bool) -> None:
@@ -426,9 +437,11 @@ async def environment_factory(
 
     A tool call goes through ``Env.call_tool`` (``step`` for the ``step``
     method) and returns the text the model should see; a tool error becomes
-    ``"Error: ..."`` text unless ``raise_tool_errors``.  Once the environment
-    reports ``done``, tools answer that the episode is over without reaching
-    the server.
+    ``"Error: ..."`` text unless ``raise_tool_errors``.  A failed call is a
+    step all the same (simulation mode): its reward (a penalty, say) is added
+    to ``reward`` and its ``done`` ends the episode, whether the error is
+    returned as text or raised.  Once the environment reports ``done``, tools
+    answer that the episode is over without reaching the server.
 
     Sessions: this call starts (or attaches to) ONE server for the whole
     class, lists its tools and reads its schema (the methods must exist before

@@ -420,6 +420,13 @@ __all__ += [
 class ToolError(OpenEnvError):
     """An MCP request failed on the server (JSON-RPC error, or a step-loop tool error).
 
+    In simulation mode a ``call_tool`` is a real step: when the tool fails
+    there, the step still happened (the environment counted it, and may have
+    scored it, typically with a penalty, or ended the episode).  The step's
+    ``reward``, ``done`` and whole ``result`` are then kept on the error, so a
+    trainer loses nothing.  Errors that were not a step (JSON-RPC errors,
+    production mode) have ``reward=None``, ``done=False`` and ``result=None``.
+
     Attributes:
         message: the server's message, such as ``"Error calling tool 'fail': bad"``.
         code: the JSON-RPC error code (``-32603`` tool raised / no MCP support,
@@ -428,23 +435,45 @@ class ToolError(OpenEnvError):
         data: the JSON-RPC ``error.data`` (for step-loop errors: the
             observation's ``error`` object, with its ``error_type``).
         tool: the tool's name, for ``tools/call``.
+        reward: the failed call's step reward (simulation mode), or ``None``.
+        done: whether the failed call's step ended the episode (simulation mode).
+        result: the failed call's step result (a ``StepResult``: the
+            ``call_tool`` observation, ``reward``, ``done``, ``metadata``), or
+            ``None`` when the failure was not a step.
     """
 
     message: str
     code: int | None
     data: Any
     tool: str | None
+    reward: float | None
+    done: bool
+    result: Any
 
-    def __init__(self, message: str, code: int | None = None, data: Any = None, tool: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: int | None = None,
+        data: Any = None,
+        tool: str | None = None,
+        *,
+        reward: float | None = None,
+        done: bool = False,
+        result: Any = None,
+    ) -> None:
         self.message = message
         self.code = code
         self.data = data
         self.tool = tool
+        self.reward = reward
+        self.done = done
+        self.result = result
         text = message if code is None else f"{message} (JSON-RPC error {code})"
         super().__init__(text)
 
     def __reduce__(self) -> Any:
-        return (type(self), (self.message, self.code, self.data, self.tool))
+        state = {"reward": self.reward, "done": self.done, "result": self.result}
+        return (type(self), (self.message, self.code, self.data, self.tool), state)
 
 
 class ToolNotFound(ToolError, LookupError):

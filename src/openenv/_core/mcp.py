@@ -207,12 +207,22 @@ def parse_step_tools(observation: Any) -> list[Tool]:
 _STEP_ERROR_CODES = {"tool_not_found": INVALID_PARAMS, "invalid_args": INVALID_PARAMS}
 
 
-def parse_step_call(observation: Any, name: str, *, reward: float | None = None, done: bool = False) -> ToolResult:
+def parse_step_call(
+    observation: Any, name: str, *, reward: float | None = None, done: bool = False, result: Any = None
+) -> ToolResult:
     """The result of a ``call_tool`` step observation (``{"tool_name", "result", "error"}``).
+
+    Args:
+        observation: the step's observation.
+        name: the tool's name.
+        reward: the step's reward (kept on the result, or on the error).
+        done: the step's done flag (likewise).
+        result: the whole step result, kept on a raised error as ``ToolError.result``.
 
     Raises:
         ToolError: ([`ToolNotFound`][openenv.sync.ToolNotFound] for ``tool_not_found``) when the
-            observation carries an ``error`` object; ``data`` holds it.
+            observation carries an ``error`` object; ``data`` holds it, and
+            ``reward``/``done``/``result`` the step's (the failed call was a step).
     """
     if not isinstance(observation, dict):
         raise ProtocolError(f"the call_tool step returned no observation object: {str(observation)[:120]}")
@@ -222,7 +232,7 @@ def parse_step_call(observation: Any, name: str, *, reward: float | None = None,
         message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
         cls = ToolNotFound if kind == "tool_not_found" else ToolError
         code = _STEP_ERROR_CODES.get(str(kind), INTERNAL_ERROR)
-        raise cls(message, code=code, data=error, tool=name)
+        raise cls(message, code=code, data=error, tool=name, reward=reward, done=done, result=result)
     if "result" not in observation:
         raise ProtocolError(f"the call_tool step returned no result: {str(observation)[:120]}")
     return parse_tool_result(observation["result"], reward=reward, done=done)

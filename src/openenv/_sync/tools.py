@@ -107,7 +107,9 @@ class _Tools(_Connection):
 
         Raises:
             ToolNotFound: the server does not know the tool.
-            ToolError: the tool raised, or the server refused the call.
+            ToolError: the tool raised, or the server refused the call.  In
+                simulation mode the failed call was still a step: the error
+                carries its ``reward``, ``done`` and step ``result``.
             ServerValidationError: (simulation mode) the environment takes no
                 ``call_tool`` step actions (it has no MCP tools).
             InvalidAction: an argument cannot be sent as JSON (nothing was sent).
@@ -116,7 +118,7 @@ class _Tools(_Connection):
             params = {"name": name, "arguments": arguments}
             return mcp.parse_tool_result(self._mcp_http(mcp.CALL_TOOL, params, tool=name))
         observation, result = self._mcp_step(mcp.call_tool_action(name, arguments), None)
-        return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done)
+        return mcp.parse_step_call(observation, name, reward=result.reward, done=result.done, result=result)
 
     def get_tool(self, name: str) -> Tool:
         """The tool called ``name`` (from [`list_tools()`][openenv.sync.Env.list_tools]).
