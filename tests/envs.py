@@ -188,7 +188,7 @@ class PenaltyToolsEnv(Environment[Action, Observation, State]):
         self._state = State()
         self._failures = 0
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:  # type: ignore[override]
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:
         self._state = State(episode_id=episode_id or str(uuid.uuid4()))
         self._failures = 0
         return Observation(metadata={"message": "Call add(a, b). Failed calls cost 1.0."})

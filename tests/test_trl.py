@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+import pydantic
 import pytest
 
 import openenv.aio as aio
@@ -139,7 +140,11 @@ def test_reset_parameters_and_filter() -> None:
 
 def test_renderers() -> None:
     assert core.render_observation({"echoed_message": "hi", "message_length": 2, "done": False}) == "hi"
-    assert core.render_observation({"text": "t", "message": "m"}) == "t"
+    assert core.render_observation({"text": "t", "message": "m"}) == "t\nm"  # every text field, in order
+    assert core.render_observation({"message": "m", "status": "ok", "n": 3}) == "m\nstatus: ok"
+    assert core.render_observation({"message": ""}) == '{"message":""}'  # no text: the fields as JSON
+    assert core.render_observation({}) == ""
+    assert core.render_observation({}, {"status": "ready", "step": 1}) == "status: ready"
     assert core.render_observation({"count": 1, "reward": 1.0, "metadata": {"a": 1}}) == '{"count":1}'
     assert core.render_observation("plain") == "plain"
     assert core.render_tool_result(ToolResult(content=[{"type": "text", "text": "42"}], data=42)) == "42"
@@ -281,3 +286,100 @@ def test_example_runs_without_trl() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "rewards:" in out.stdout
+
+
+# -- rendering observations shaped like OpenEnv's own environments (envs/*/models.py), as their
+# servers send them: the observation without reward/done/metadata, the metadata beside it.
+
+
+class _Msg(pydantic.BaseModel):
+    sender_id: int
+    content: str
+    category: str
+
+
+class TextArenaLikeObservation(pydantic.BaseModel):
+    """textarena_env's observation: ``prompt`` is the game id when the game sends no PROMPT message."""
+
+    prompt: str
+    messages: list[_Msg] = pydantic.Field(default_factory=list)
+    current_player_id: int = 0
+    legal_players: list[int] = pydantic.Field(default_factory=list)
+    info: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+
+class ChessLikeObservation(pydantic.BaseModel):
+    fen: str = ""
+    legal_moves: list[str] = pydantic.Field(default_factory=list)
+    is_check: bool = False
+    result: str | None = None
+
+
+class Connect4LikeObservation(pydantic.BaseModel):
+    board: list[list[int]] = pydantic.Field(default_factory=list)
+    legal_actions: list[int] = pydantic.Field(default_factory=list)
+
+
+class OpenSpielLikeObservation(pydantic.BaseModel):
+    info_state: list[float]
+    legal_actions: list[int]
+    game_phase: str = "playing"
+    current_player_id: int = 0
+    opponent_last_action: int | None = None
+
+
+GAME = "[GAME] You are Player 0. Guess the number between 1 and 20. Submit guesses as [number]."
+
+
+def test_render_textarena_shape_keeps_the_game_messages() -> None:
+    reset = TextArenaLikeObservation(
+        prompt="GuessTheNumber-v0",
+        messages=[_Msg(sender_id=-1, content=GAME, category="MESSAGE")],
+        legal_players=[0],
+    ).model_dump()
+    text = core.render_observation(reset, {"env_id": "GuessTheNumber-v0", "turn": 0})
+    assert text == f"GuessTheNumber-v0\n{GAME}"
+    step = TextArenaLikeObservation(
+        prompt="GuessTheNumber-v0",
+        messages=[
+            _Msg(sender_id=0, content="[10]", category="MESSAGE"),
+            _Msg(sender_id=-1, content="[GAME] The target number is lower than 10.", category="MESSAGE"),
+        ],
+    ).model_dump()
+    assert core.render_observation(step) == "GuessTheNumber-v0\n[10]\n[GAME] The target number is lower than 10."
+    chat = {"prompt": "p", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    assert core.render_observation(chat) == "p\na\nb"  # {role, content} messages: their contents, in order
+    same = {"prompt": GAME, "messages": [{"sender_id": -1, "content": GAME, "category": "PROMPT"}]}
+    assert core.render_observation(same) == GAME  # a line is not repeated
+
+
+def test_render_mcp_echo_reset_uses_its_metadata_words() -> None:
+    # echo_env (MCP) resets with Observation(metadata={"status": "ready", "message": "Echo environment ready!"})
+    text = core.render_observation({}, {"status": "ready", "message": "Echo environment ready!"})
+    assert text == "Echo environment ready!\nstatus: ready"
+    inner = {"metadata": {"message": "Echo environment ready!"}}  # metadata inside the observation (0.3 servers)
+    assert core.render_observation(inner) == "Echo environment ready!"
+    echoed = ToolResult(content=[{"type": "text", "text": "hi"}], data="hi", reward=0.2)  # its echo_message tool
+    assert core.render_tool_result(echoed) == "hi"
+
+
+def test_render_chess_connect4_openspiel_keep_every_field() -> None:
+    start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+    chess = ChessLikeObservation(fen=start, legal_moves=["e2e4", "d2d4"]).model_dump()
+    assert core.render_observation(chess) == f'{{"fen":"{start}","legal_moves":["e2e4","d2d4"],"is_check":false}}'
+    over = ChessLikeObservation(fen=start, legal_moves=[], result="1-0").model_dump()
+    assert core.render_observation(over) == f'{{"fen":"{start}","legal_moves":[],"is_check":false,"result":"1-0"}}'
+    connect4 = Connect4LikeObservation(board=[[0] * 7 for _ in range(6)], legal_actions=list(range(7))).model_dump()
+    text = core.render_observation(connect4, {"status": "your move"})
+    assert text == "status: your move\n" + json.dumps(connect4, separators=(",", ":"))  # metadata words, then data
+    spiel = OpenSpielLikeObservation(info_state=[0.0, 1.0], legal_actions=[0, 1, 2]).model_dump()
+    text = core.render_observation(spiel)
+    assert text == '{"info_state":[0.0,1.0],"legal_actions":[0,1,2],"game_phase":"playing","current_player_id":0}'
+
+
+def test_reset_text_is_separated_from_the_prompt() -> None:
+    assert core.reset_text("Echo environment ready!") == "\n\nEcho environment ready!"
+    prompt = "Use the tools."
+    assert prompt + (core.reset_text("ready") or "") == "Use the tools.\n\nready"  # what TRL builds
+    assert core.reset_text("\nalready apart") == "\nalready apart"
+    assert core.reset_text("") == "" and core.reset_text(None) is None

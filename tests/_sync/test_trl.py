@@ -95,7 +95,7 @@ def test_trl_shaped_rollouts_share_one_server(caplog: Any) -> None:
         with caplog.at_level(logging.INFO, logger="openenv.trl"):
             for i, env in enumerate(envs):
                 row = {"prompt": [{"role": "user", "content": "go"}], "answer": 7, "seed": i}
-                assert env.reset(**row) == "Guess a number from 1 to 10."
+                assert env.reset(**row) == "\n\nGuess a number from 1 to 10."  # apart from the prompt
         dropped = [r for r in caplog.records if r.name == "openenv.trl" and "drops" in r.getMessage()]
         assert len(dropped) == 1 and "['answer', 'prompt']" in dropped[0].getMessage()
         for env in envs:
@@ -166,7 +166,7 @@ def test_a_failed_tool_call_adds_its_penalty_and_ends_the_episode(server_factory
     strict = environment_factory(server.url, raise_tool_errors=True)
     try:
         env = cls()
-        env.reset()
+        assert env.reset() == "\n\nCall add(a, b). Failed calls cost 1.0."  # its only words: in metadata
         assert env.add(1, 2) == "3"
         assert (env.fail("bad")).startswith("Error: Error calling tool 'fail': bad")
         assert (env.reward, env.done) == (-0.5, False)  # 0.5 for add, -1.0 for the failed call
@@ -241,10 +241,14 @@ def test_environment_without_tools_gets_a_step_method(echo_server: Any) -> None:
         assert cls.__name__ == "EchoEnvironment"
         assert str(inspect.signature(cls.step)) == "(self, message: str) -> str"
         doc = inspect.getdoc(cls.step)
-        assert doc is not None and "The message to echo." in doc and "    message: Message" in doc
+        assert (
+            doc is not None
+            and "The message to echo." in doc
+            and "    message: The action's 'message' field (a string)." in doc
+        )
         envs = [cls(), cls()]
         for env in envs:
-            assert env.reset(prompt="p", seed=1) == "Echo environment ready!"
+            assert env.reset(prompt="p", seed=1) == "\n\nEcho environment ready!"
             assert env.step("hello") == "hello"
             assert env.step(message="hi") == "hi"
             assert env.reward == pytest.approx(0.7)
@@ -259,7 +263,7 @@ def test_step_class_stops_at_done_and_reports_refusals(counter_server: Any) -> N
     try:
         assert str(inspect.signature(cls.step)) == "(self, delta: int, sleep: float = 0.0, size: int = 0) -> str"
         env = cls()
-        assert env.reset(seed=5) == '{"count":0,"note":"seed=5","blob":""}'
+        assert env.reset(seed=5) == '\n\n{"count":0,"note":"seed=5","blob":""}'
         assert (env.step(delta=101)).startswith("Error: ")  # refused by the server (le=100)
         assert (env.step(delta=99)).startswith("Error: boom")  # the environment raised
         assert env.step(delta=4) == '{"count":4,"note":"","blob":""}'
@@ -321,7 +325,7 @@ def test_render_option(echo_server: Any) -> None:
     cls = environment_factory(echo_server.url, render=lambda obs: f"<{obs['echoed_message']}>", get_reward=False)
     try:
         env = cls()
-        assert env.reset() == "<Echo environment ready!>"
+        assert env.reset() == "\n\n<Echo environment ready!>"  # custom text, still apart from the prompt
         assert env.step("x") == "<x>"
         assert not hasattr(cls, "get_reward")
     finally:

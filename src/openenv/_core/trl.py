@@ -40,6 +40,9 @@ __all__ = [
     "filter_reset",
     "render_observation",
     "render_tool_result",
+    "reset_text",
+    "TEXT_FIELDS",
+    "RESET_SEPARATOR",
     "EPISODE_OVER",
 ]
 
@@ -325,7 +328,18 @@ def method_name(tool: str, taken: Iterable[str]) -> tuple[str | None, str | None
 # ------------------------------------------------------------------ specs
 
 
-def _params(schema: Mapping[str, Any], doc_args: Mapping[str, str], exclude: Iterable[str] = ()) -> tuple[Param, ...]:
+def _title(title: Any, wire: str) -> str | None:
+    """A schema ``title`` as a description, unless it only repeats the name (pydantic's ``"Message"``)."""
+    if not isinstance(title, str) or not title.strip():
+        return None
+    if _NOT_WORD.sub("", title).lower() == _NOT_WORD.sub("", wire).lower():
+        return None
+    return title
+
+
+def _params(
+    schema: Mapping[str, Any], doc_args: Mapping[str, str], exclude: Iterable[str] = (), owner: str = ""
+) -> tuple[Param, ...]:
     defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):
         if isinstance(schema.get(key), dict):
@@ -353,9 +367,12 @@ def _params(schema: Mapping[str, Any], doc_args: Mapping[str, str], exclude: Ite
         sub_dict = sub if isinstance(sub, dict) else {}
         description = sub_dict.get("description") or resolved.get("description")
         if not isinstance(description, str) or not description.strip():
-            description = doc_args.get(wire) or sub_dict.get("title") or resolved.get("title")
+            description = (
+                doc_args.get(wire) or _title(sub_dict.get("title"), wire) or _title(resolved.get("title"), wire)
+            )
         if not isinstance(description, str) or not description.strip():
-            description = _type_word(sub, defs) + "."
+            kind = _type_word(sub, defs)
+            description = f"{owner} {wire!r} field ({kind[:1].lower() + kind[1:]})." if owner else f"{kind}."
         description = _one_line(description)
         is_required = wire in required_names
         default = sub_dict.get("default", resolved.get("default")) if not is_required else None
@@ -373,6 +390,7 @@ def method_spec(
     returns: str = "The tool's result, as text.",
     exclude: Iterable[str] = (),
     fallback: str | None = None,
+    owner: str = "",
 ) -> MethodSpec:
     """The `MethodSpec` of one tool (or action) from its description and JSON Schema.
 
@@ -384,11 +402,14 @@ def method_spec(
         returns: the ``Returns:`` text.
         exclude: property names that do not become parameters.
         fallback: the description when the tool has none.
+        owner: what the properties belong to (``"The action's"``): a property
+            without a description is then described as that field, with its
+            type; otherwise by its type alone (``"A string."``).
     """
     main, doc_args = split_description(description)
     if not main:
         main = fallback or f"Call the tool {tool or name!r}."
-    params = _params(dict(input_schema or {}), doc_args, exclude)
+    params = _params(dict(input_schema or {}), doc_args, exclude, owner)
     return MethodSpec(name, tool, main, params, returns)
 
 
@@ -427,6 +448,7 @@ def step_spec(action_schema: Mapping[str, Any] | None) -> MethodSpec:
         schema,
         returns="The observation that follows, as text.",
         exclude=("metadata",),
+        owner="The action's",
     )
 
 
@@ -509,8 +531,12 @@ def filter_reset(kwargs: Mapping[str, Any], accepted: AbstractSet[str] | None) -
 
 # ------------------------------------------------------------------ rendering
 
-_TEXT_KEYS = ("text", "message", "content", "prompt", "observation", "output", "result")
+#: String fields whose text is the observation's own words, shown without their name.
+TEXT_FIELDS = ("text", "message", "content", "prompt", "observation", "output", "feedback")
+_TEXT_SUFFIXES = ("_message", "_text", "_prompt")
 _HIDDEN = frozenset({"done", "reward", "metadata"})
+#: Put before the text ``reset`` returns (TRL appends it to the prompt's last message as is).
+RESET_SEPARATOR = "\n\n"
 
 
 def _jsonable(value: Any) -> Any:
@@ -524,27 +550,118 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str, sort_keys=False)
 
 
-def render_observation(observation: Any) -> str:
-    """A compact, model-readable text for an observation (a dict or a pydantic model).
+def _is_text_name(name: str) -> bool:
+    return name in TEXT_FIELDS or name.endswith(_TEXT_SUFFIXES)
 
-    Its message or text field when it has one (``text``, ``message``,
-    ``content``, ``prompt``, ... or a single string field named ``*_message``/
-    ``*_text``), else compact JSON of its fields without ``done``, ``reward``
-    and ``metadata``.
+
+def _message_texts(value: Any) -> list[str] | None:
+    """The contents of a list of messages (dicts with a string ``content`` or ``text``), else ``None``."""
+    if not isinstance(value, list) or not value:
+        return None
+    texts: list[str] = []
+    for item in value:
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            texts.append(item["content"])
+        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+            texts.append(item["text"])
+        else:
+            return None
+    return texts
+
+
+def _string_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(item, str) for item in value)
+
+
+def _words(fields: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(the fields' own text, their other words as ``name: value`` lines); empty strings carry none."""
+    own: list[str] = []
+    other: list[str] = []
+    for name, value in fields.items():
+        if isinstance(value, str):
+            if value.strip():
+                (own if _is_text_name(name) else other).append(value if _is_text_name(name) else f"{name}: {value}")
+            continue
+        messages = _message_texts(value)
+        if messages is not None:
+            own.extend(text for text in messages if text.strip())
+        elif _string_list(value):
+            other.append(f"{name}: {', '.join(value)}")
+    return own, other
+
+
+def _dedupe(lines: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for line in lines:
+        key = line.strip()
+        if key not in seen:
+            seen.add(key)
+            out.append(line)
+    return out
+
+
+def render_observation(observation: Any, metadata: Mapping[str, Any] | None = None) -> str:
+    """The text the model sees for an observation (a dict or a pydantic model); no word is dropped.
+
+    The rule, in order:
+
+    1. ``done``, ``reward`` and ``metadata`` are the trainer's, not the
+       model's: they are set aside (but see 4), and so are ``None`` fields.
+    2. **Text** comes first, one part per line, in field order: every
+       non-empty string field named ``text``, ``message``, ``content``,
+       ``prompt``, ``observation``, ``output``, ``feedback`` or ``*_message`` /
+       ``*_text`` / ``*_prompt``, as it is; and every list of messages (dicts
+       with a string ``content``, or ``text``: ``{"role", "content"}``,
+       TextArena's ``{"sender_id", "content", "category"}``) as their contents,
+       in order.  A line equal to an earlier one is not repeated.
+    3. When there is such text, every other string field follows as
+       ``name: value``, and every list of strings as ``name: a, b, c`` (a
+       string field is never dropped).  Numbers, booleans and other data are
+       then left out: the observation's own words say what it means.
+       When there is none, the whole observation (without the fields of 1)
+       is rendered as compact JSON, which keeps every field.
+    4. **Metadata words** appear when nothing else carries text (no string
+       anywhere in the observation's fields, as in an MCP environment whose
+       reset observation is empty and whose words are in its metadata): the
+       metadata's text by rules 2 and 3 is put first.
+    5. A string observation is itself; anything else is compact JSON.
+       Nothing at all gives ``""``.
+
+    Args:
+        observation: the observation (a ``dict``, a pydantic model, a string).
+        metadata: the step's metadata (``StepResult.metadata``), used by rule 4.
     """
     data = _jsonable(observation)
     if isinstance(data, str):
         return data
     if not isinstance(data, dict):
         return _compact(data)
-    fields = {k: v for k, v in data.items() if k not in _HIDDEN}
-    for key in _TEXT_KEYS:
-        if isinstance(fields.get(key), str):
-            return str(fields[key])
-    named = [k for k, v in fields.items() if isinstance(v, str) and k.endswith(("_message", "_text"))]
-    if len(named) == 1:
-        return str(fields[named[0]])
-    return _compact(fields)
+    inner = data.get("metadata")
+    meta = dict(metadata or {}) or (dict(inner) if isinstance(inner, dict) else {})
+    fields = {k: v for k, v in data.items() if k not in _HIDDEN and v is not None}
+    own, other = _words(fields)
+    if own:
+        return "\n".join(_dedupe([*own, *other]))
+    lines: list[str] = []
+    if not other:  # no string anywhere in the observation: the metadata's words, if any
+        meta_own, meta_other = _words({k: v for k, v in meta.items() if v is not None})
+        lines = _dedupe([*meta_own, *meta_other])
+    if fields:
+        lines.append(_compact(fields))
+    return "\n".join(lines)
+
+
+def reset_text(text: str | None) -> str | None:
+    """The text ``reset`` returns: ``text`` after `RESET_SEPARATOR`, unless it is empty or starts with whitespace.
+
+    TRL appends the reset text to the content of the prompt's last user
+    message with no separator (``content + text``); the separator keeps the
+    environment's first words apart from the prompt's last ones.
+    """
+    if not text or text[:1].isspace():
+        return text
+    return RESET_SEPARATOR + text
 
 
 def render_tool_result(result: Any) -> str:

@@ -211,6 +211,11 @@ class TRLEnvironment(metaclass=_ToolsMeta):
     def reset(self, **kwargs: Any) -> str | None:
         """Start a new episode and return its first observation as text.
 
+        The text (``render``'s, or the default rule of
+        ``openenv._core.trl.render_observation``) starts with a blank line
+        (``"\\n\\n"``, unless it is empty or already starts with whitespace):
+        TRL appends it to the prompt's last message as it is.
+
         ``kwargs`` is the dataset row: only the keywords the environment's
         ``reset`` takes are sent (``seed`` and ``episode_id`` unless the
         server declares others, or ``reset_keys`` says); the others are
@@ -233,8 +238,13 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.done = False
         result = self._reset_session(kept)
         self._record(result.reward, result.done)
-        render = shared.render or core.render_observation
-        return render(result.observation)
+        return core.reset_text(self._render_step(result))
+
+    def _render_step(self, result: Any) -> str:
+        render = self._openenv.render
+        if render is not None:
+            return render(result.observation)
+        return core.render_observation(result.observation, result.metadata)
 
     def _reset_session(self, kwargs: dict[str, Any]) -> Any:
         shared = self._openenv
@@ -291,7 +301,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             if spec.tool is None:
                 result = env.step(arguments)
                 self._record(result.reward, result.done)
-                return (render or core.render_observation)(result.observation)
+                return self._render_step(result)
             outcome = env.call_tool(spec.tool, **arguments)
         except ToolError as exc:
             self._record(exc.reward, exc.done)  # a failed call is a step too: its penalty and end count
@@ -448,8 +458,10 @@ def environment_factory(
     TRL looks at the class); the server lives until ``cls.close()`` or
     interpreter exit.  Each instance opens its own session on its first
     ``reset``, waiting with backoff while the server is at capacity (set
-    ``max_concurrent_envs``/``MAX_CONCURRENT_ENVS`` to at least the generation
-    batch size), and ends it on ``instance.close()``, ``cls.close()`` or exit.
+    the server's session limit to at least the generation batch plus one, for
+    TRL's probe instance: ``python -m openenv serve ... --max-sessions N``, or
+    ``MAX_CONCURRENT_ENVS`` for OpenEnv's servers), and ends it on
+    ``instance.close()``, ``cls.close()`` or exit.
 
     With an [`EnvPool`][openenv.sync.EnvPool] as ``target``, no server is
     started and no session opened: each instance checks a session out of the
@@ -466,8 +478,12 @@ def environment_factory(
             the last one, for environments that report a cumulative score.
         render: turns what the model sees into text: called with the reset
             observation, the ``step`` observation, or the
-            [`ToolResult`][openenv.sync.ToolResult] of an MCP tool (default: a compact
-            text, see ``openenv._core.trl``).
+            [`ToolResult`][openenv.sync.ToolResult] of an MCP tool.  Default:
+            every word of the observation (its text fields, the contents of
+            a list of messages, its other strings as ``name: value``, compact
+            JSON when it has no text, its metadata's words when nothing else
+            carries any; the rule is in the TRL guide) and a tool's text output.
+            The reset text gets a leading blank line either way.
         raise_tool_errors: raise tool errors (and refused actions) instead of
             returning them as text for the model.
         name: the class name (default: from ``GET /metadata``).
