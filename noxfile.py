@@ -319,3 +319,17 @@ def interop(session: nox.Session) -> None:
     session.env["OPENENV_INTEROP_VENVS"] = str(venvs)
     session.env["OPENENV_INTEROP_MATRIX"] = str(venvs / "matrix.json")
     _pytest(session, "-m", "interop", "-p", "anyio", *session.posargs)
+
+
+# The real TRL GRPOTrainer on CPU (examples/trl_ci.py runs the TRL guide's script, examples/trl_train.py,
+# with a tiny model built locally). The versions the guide states as tested. torch 2.13.0: on this project's
+# machines pip takes a CPU build of it from the machine's own wheel directory; elsewhere PyPI's torch is a
+# CUDA build of several GB (install a CPU build first from PyTorch's CPU wheel index to avoid that).
+TRL_DEPS = ["torch==2.13.0", "transformers>=5.2,<6", "trl==1.16.0", "jmespath>=1.0"]
+
+
+@nox.session
+def trl(session: nox.Session) -> None:
+    """Train 2 steps with TRL's real GRPOTrainer on our echo and an MCP tools environment (CPU, no model hub)."""
+    session.install("-e", ".", *TRL_DEPS)
+    session.run("python", "examples/trl_ci.py", env={"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"})

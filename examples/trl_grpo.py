@@ -2,18 +2,9 @@
 
 ``environment_factory`` writes the environment class TRL wants: ``cls()``,
 ``reset(**row)``, one tool method per environment tool (or a ``step`` method
-built from the action schema), and the episode's ``reward``.  With TRL
-installed, the real training call is::
-
-    from trl import GRPOConfig, GRPOTrainer
-
-    trainer = GRPOTrainer(
-        model="Qwen/Qwen3-0.6B",
-        train_dataset=dataset,                 # rows with "prompt" (+ any columns reset should see)
-        environment_factory=EchoEnv,           # the generated class
-        args=GRPOConfig(max_completion_length=512, num_generations=4),
-    )
-    trainer.train()                            # the reward comes from EchoEnv.get_reward()
+built from the action schema), and the episode's ``reward``.  The real
+training script, with TRL's ``GRPOTrainer``, is ``examples/trl_train.py``
+(the TRL guide's; ``nox -s trl`` runs it on CPU with a tiny local model).
 
 Below, ``fake_grpo`` does what the trainer does with the class, and a scripted
 "model" picks the tool calls.  Run it::
@@ -80,7 +71,7 @@ def main(argv: list[str]) -> None:
             EchoEnv.close()
         return
     with EnvServer(EchoEnvironment, host="127.0.0.1", port=0, max_sessions=8) as server:
-        EchoEnv = environment_factory(server.url)  # the server must allow >= num_generations sessions
+        EchoEnv = environment_factory(server.url)  # the server needs a session per instance (4 here)
         try:
             print(inspect.signature(EchoEnv.step))
             fake_grpo(EchoEnv, DATASET)

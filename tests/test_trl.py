@@ -383,3 +383,13 @@ def test_reset_text_is_separated_from_the_prompt() -> None:
     assert prompt + (core.reset_text("ready") or "") == "Use the tools.\n\nready"  # what TRL builds
     assert core.reset_text("\nalready apart") == "\nalready apart"
     assert core.reset_text("") == "" and core.reset_text(None) is None
+
+
+def test_the_trl_guide_shows_the_script_ci_trains_with() -> None:
+    """docs/guides/trl.md's training script is examples/trl_train.py, word for word (`nox -s trl` runs that file)."""
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guides" / "trl.md").read_text(encoding="utf-8")
+    marker = guide.index("`nox -s trl` runs this same file (examples/trl_train.py) -->")
+    start = guide.index("```python\n", marker) + len("```python\n")
+    block = guide[start : guide.index("```\n", start)]
+    assert block == (root / "examples" / "trl_train.py").read_text(encoding="utf-8")
