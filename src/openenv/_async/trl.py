@@ -458,10 +458,11 @@ async def environment_factory(
     TRL looks at the class); the server lives until ``cls.close()`` or
     interpreter exit.  Each instance opens its own session on its first
     ``reset``, waiting with backoff while the server is at capacity (set
-    the server's session limit to at least the generation batch plus one, for
-    TRL's probe instance: ``python -m openenv serve ... --max-sessions N``, or
-    ``MAX_CONCURRENT_ENVS`` for OpenEnv's servers), and ends it on
-    ``instance.close()``, ``cls.close()`` or exit.
+    the server's session limit to at least the number of rollouts in a
+    generation batch: ``python -m openenv serve ... --max-sessions N``, or
+    ``MAX_CONCURRENT_ENVS`` for OpenEnv's servers; TRL's probe instance opens
+    no session until it is reset, and TRL 1.16 reuses it as a rollout's), and
+    ends it on ``instance.close()``, ``cls.close()`` or exit.
 
     With an [`EnvPool`][openenv.sync.EnvPool] as ``target``, no server is
     started and no session opened: each instance checks a session out of the
