@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
+from pydantic import BaseModel as BaseModelForEnvs
 from pydantic import Field
 from websockets.sync.server import Server, ServerConnection, serve
 
@@ -222,6 +223,52 @@ class PenaltyToolsEnv(Environment[Action, Observation, State]):
     def fail(self, message: str) -> None:
         """Always raises ``RuntimeError(message)``."""
         raise RuntimeError(message)
+
+
+class ArenaMessage(BaseModelForEnvs):
+    sender_id: int
+    content: str
+    category: str = "MESSAGE"
+
+
+class ArenaObservation(Observation):
+    """The shape of OpenEnv's textarena observation: ``prompt`` is the game id, the game's words are in ``messages``."""
+
+    prompt: str
+    messages: list[ArenaMessage] = Field(default_factory=list)
+    current_player_id: int = 0
+
+
+class ArenaAction(Action):
+    message: str = Field(description="Your move, e.g. [10].")
+
+
+class ArenaEnv(Environment[ArenaAction, ArenaObservation, State]):
+    """Guess the number (7), TextArena style: feedback in ``messages``; metadata holds the game id."""
+
+    action_type = ArenaAction
+    observation_type = ArenaObservation
+    state_type = State
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._state = State()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None) -> ArenaObservation:
+        self._state = State(episode_id=episode_id or "arena")
+        game = ArenaMessage(sender_id=-1, content="[GAME] Guess the number between 1 and 10, as [n].")
+        return ArenaObservation(prompt="GuessTheNumber-v0", messages=[game], metadata={"env_id": "GuessTheNumber-v0"})
+
+    def step(self, action: ArenaAction) -> ArenaObservation:
+        self._state.step_count += 1
+        right = action.message.strip() == "[7]"
+        feedback = "[GAME] Correct!" if right else "[GAME] Wrong."
+        messages = [ArenaMessage(sender_id=0, content=action.message), ArenaMessage(sender_id=-1, content=feedback)]
+        return ArenaObservation(prompt="GuessTheNumber-v0", messages=messages, reward=1.0 if right else 0.0, done=right)
+
+    @property
+    def state(self) -> State:
+        return self._state
 
 
 # -- an OpenEnv-style client (the shape of an environment's client.py), without openenv-core

@@ -14,7 +14,7 @@ from openenv._shim_sync import sleep
 from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv.server import Environment, EnvServer
 
-from ..envs import CounterEnv, GuessEnv, PenaltyToolsEnv
+from ..envs import ArenaEnv, CounterEnv, GuessEnv, PenaltyToolsEnv
 
 # Tool calls score only when they go through the step loop (the environment's
 # step_tool hook): the contract of Env.call_tool in simulation mode, merged from
@@ -183,6 +183,20 @@ def test_a_failed_tool_call_adds_its_penalty_and_ends_the_episode(server_factory
     finally:
         cls.close()
         strict.close()
+
+
+def test_a_textarena_shaped_environment_shows_the_game_messages(server_factory: Any) -> None:
+    server = server_factory(ArenaEnv, max_sessions=2)
+    cls = environment_factory(server.url)
+    try:
+        env = cls()
+        text = env.reset()
+        assert text == "\n\nGuessTheNumber-v0\n[GAME] Guess the number between 1 and 10, as [n]."
+        assert env.step("[3]") == "GuessTheNumber-v0\n[3]\n[GAME] Wrong."
+        assert env.step(message="[7]") == "GuessTheNumber-v0\n[7]\n[GAME] Correct!"
+        assert (env.reward, env.done) == (1.0, True)
+    finally:
+        cls.close()
 
 
 def test_a_failed_tool_call_over_a_pool_adds_its_penalty(server_factory: Any) -> None:
