@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "_shared": {"_core"},
     "sync": {"_core", "_facade", "_shared", "_sync"},
     "aio": {"_core", "_facade", "_shared", "_async"},
-    "_cli": {"_core", "_adapters", "_blocking", "server", "sync"},
+    "_cli": {"_core", "_adapters", "_blocking", "server", "sync", "_sync"},
     "__main__": {"_cli"},
 }
 

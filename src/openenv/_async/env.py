@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._adapters import http_error
 from .._blocking.sources import checkout_app, classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
@@ -29,6 +28,7 @@ from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import _Connection
+from .http import get_json
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 from .tools import _Tools
 
@@ -605,22 +605,9 @@ async def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -
     """
     if not (isinstance(codec, str) and codec == "schema"):
         return codec
-    import httpx  # lazily: only health checks, schemas and production MCP need it
-
-    endpoints = parse_base_url(base_url)
-    url = endpoints.http("/schema")
-    checked = ClientOptions.of(options)
-    timeout = httpx.Timeout(checked.message_timeout, connect=checked.connect_timeout)
-    try:
-        async with httpx.AsyncClient(
-            trust_env=not endpoints.is_local, headers=dict(checked.headers), verify=checked.http_verify()
-        ) as http:
-            response = await http.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise http_error(exc, url, checked) from None
-    schema = mcp.http_json(response.status_code, response.content, redact_url(url))
+    schema = await get_json(base_url, "/schema", ClientOptions.of(options))
     if not isinstance(schema, dict):
-        raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
+        raise ProtocolError(f"{redact_url(parse_base_url(base_url).http('/schema'))} did not answer a JSON object")
     return Codec.from_schema(schema)
 
 

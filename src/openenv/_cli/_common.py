@@ -109,31 +109,20 @@ def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
             server.stop()
 
 
-def _fetch_schema(base_url: str) -> dict[str, Any]:
-    """The server's ``GET /schema`` object.
+def _fetch_schema(env: Any) -> dict[str, Any]:
+    """The ``GET /schema`` object of ``env``'s server, with the client's own options (``verify``, headers, timeouts).
 
     Raises:
         ConnectError: the request failed.
         ProtocolError: the answer was not a JSON object.
     """
-    import httpx
-
-    from openenv._adapters import httpx_error
-    from openenv._blocking.sources import hosted_headers
-    from openenv._core import mcp
     from openenv._core.errors import ProtocolError
-    from openenv._core.urls import parse_base_url, redact_url
+    from openenv._core.urls import redact_url
+    from openenv._sync.http import get_json
 
-    endpoints = parse_base_url(base_url)
-    url = endpoints.http("/schema")
-    try:
-        with httpx.Client(trust_env=not endpoints.is_local, headers=hosted_headers(base_url, None)) as http:
-            response = http.get(url, timeout=httpx.Timeout(60.0, connect=10.0))
-    except httpx.HTTPError as exc:
-        raise httpx_error(exc, redact_url(url)) from None
-    schema = mcp.http_json(response.status_code, response.content, redact_url(url))
+    schema = get_json(env.base_url, "/schema", env.options)
     if not isinstance(schema, dict):
-        raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
+        raise ProtocolError(f"{redact_url(env.base_url)}/schema did not answer a JSON object")
     return schema
 
 

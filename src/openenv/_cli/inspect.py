@@ -44,7 +44,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     out = _Out(args.json)
     try:
         with _session(args, out) as env:
-            schema = _fetch_schema(env.base_url)
+            schema = _fetch_schema(env)
     except (OpenEnvError, OSError) as exc:
         out.error(exc)
         return 1

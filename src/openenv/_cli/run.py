@@ -108,7 +108,7 @@ def _default_action(env: Any, args: argparse.Namespace) -> Callable[[int], dict[
     if args.target is None:
         return lambda n: {"message": f"hello {n}"}
     try:
-        schema = _fetch_schema(env.base_url)
+        schema = _fetch_schema(env)
     except OpenEnvError as exc:
         raise _NoAction(
             f"no --action was given and the action schema cannot be read ({exc}); give actions with "
