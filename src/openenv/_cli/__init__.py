@@ -43,19 +43,52 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
+import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
+from .._core.cli import did_you_mean
 from .._core.loader import load_factory
 from . import inspect, prune, run, serve
-from ._common import _prog
+from ._common import _prog, _UsageError
 
 __all__ = ["main", "build_parser", "load_factory"]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openenv-twin")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped command or option (exit status 2, as argparse)."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if choice:
+            names = [a for action in self._actions for a in (getattr(action, "choices", None) or ())]
+            message += did_you_mean(choice.group(1), [str(n) for n in names])
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown and unknown.group(1).startswith("--"):
+            flag = unknown.group(1).partition("=")[0]
+            options = set(self._option_string_actions)
+            for action in self._actions:  # the commands' options too: parse_args reports them at the top
+                if isinstance(action, argparse._SubParsersAction):
+                    for sub in action.choices.values():
+                        options.update(sub._option_string_actions)
+            message += did_you_mean(flag, sorted(o for o in options if o.startswith("--")))
+        super().error(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one subparser per command)."""
     raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=_prog(),
         description="Run, inspect and serve OpenEnv environments.",
         epilog="Run '%(prog)s COMMAND --help' for a command's options and examples.",
@@ -68,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=str.upper,
         help="logging level for messages on stderr (default: WARNING)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"openenv-twin {_version()}")
+    commands = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
 
     run.add_parser(commands, raw)
     inspect.add_parser(commands, raw)
@@ -84,4 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -25,14 +25,28 @@ def _jsonable(value: Any) -> Any:
 
 
 def _num(value: Any) -> str:
-    return "None" if value is None else f"{value:.6g}"
+    """A reward as people write it (``0.7``, not ``0.7000000000000001``)."""
+    from openenv._core.cli import compact_json
+
+    return compact_json(value)
 
 
 def _short(value: Any, limit: int = _OBS_LIMIT) -> str:
-    text = json.dumps(_jsonable(value), default=str, ensure_ascii=False)
+    """Compact JSON for a human line (floats rounded, cut at ``limit`` characters)."""
+    from openenv._core.cli import compact
+
+    text = json.dumps(compact(_jsonable(value)), default=str, ensure_ascii=False)
     if len(text) <= limit:
         return text
     return f"{text[: limit - 3]}... ({len(text)} chars)"
+
+
+#: An example value of each JSON option, for the hint of a value that is not valid JSON.
+_EXAMPLES = {
+    "--action": '{"message": "hi"}',
+    "--reset-kwargs": '{"seed": 1}',
+    "--args": '{"a": 2, "b": 40}',
+}
 
 
 def _load_json(text: str, option: str) -> Any:
@@ -49,7 +63,8 @@ def _load_json(text: str, option: str) -> Any:
     except ValueError as exc:
         shown = source if len(source) <= 80 else source[:77] + "..."
         raise _UsageError(
-            f'{option} {shown!r} is not valid JSON ({exc}); write an object, e.g. {option} \'{{"message": "hi"}}\''
+            f"{option} {shown!r} is not valid JSON ({exc}); write an object, "
+            f"e.g. {option} '{_EXAMPLES.get(option, '{}')}'"
         ) from None
 
 
@@ -83,14 +98,59 @@ class _Out:
         print(f"error: {message}", file=sys.stderr, flush=True)
 
 
+def _resolve(args: argparse.Namespace) -> Any:
+    """What ``args.target`` names (`openenv._core.targets`), checked before anything starts.
+
+    Raises:
+        _UsageError: a target that names nothing (``htp://host``, a missing
+            directory, ``my-env`` without a tag) or a directory that is not an
+            OpenEnv environment: bad usage, exit status 2.
+    """
+    from openenv._blocking.sources import classify_source, is_environment_dir
+    from openenv._core.errors import CheckoutNotRunnable, InvalidURL
+    from openenv._core.targets import check_checkout
+
+    try:
+        where = classify_source(args.target)
+        if where.kind == "checkout":
+            check_checkout(
+                where.target,
+                is_environment=is_environment_dir(where.target),
+                command_given=getattr(args, "command", None) is not None,
+            )
+    except (InvalidURL, CheckoutNotRunnable) as exc:
+        raise _UsageError(str(exc)) from None
+    return where
+
+
+def _server_command(args: argparse.Namespace) -> list[str] | None:
+    import shlex
+
+    text = getattr(args, "command", None)
+    if text is None:
+        return None
+    try:
+        command = shlex.split(text)
+    except ValueError as exc:
+        raise _UsageError(f"--command {text!r}: {exc}") from None
+    if not command:
+        raise _UsageError("--command needs a command, e.g. --command 'python -m uvicorn server.app:app --fd {fd}'")
+    return command
+
+
 @contextlib.contextmanager
 def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
-    """A connected blocking client for ``args.target`` (an in-process echo server when it is ``None``)."""
+    """A connected blocking client for ``args.target`` (an in-process echo server when it is ``None``).
+
+    Every target goes through ``Env.from_env``, so the command line reads it by
+    the rules every constructor uses (`openenv._core.targets`).
+    """
     from openenv.sync import Env
 
     server = None
     try:
         target = args.target
+        where = None
         if target is None:
             from openenv.server import EnvServer
             from openenv.server.echo import EchoEnvironment
@@ -98,8 +158,18 @@ def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
             server = EnvServer(EchoEnvironment, host="127.0.0.1", port=0).start()
             target = server.url
             out.note(f"started an in-process echo server on {target}")
+        else:
+            where = _resolve(args)
         opened = time.perf_counter()
-        env = _open_target(Env, target, args.ready_timeout)
+        if where is not None and where.kind == "checkout":
+            env = Env.from_env(
+                target,
+                ready_timeout=args.ready_timeout,
+                install=args.install,
+                command=_server_command(args),
+            )
+        else:
+            env = Env.from_env(target, ready_timeout=args.ready_timeout)
         with env:
             if args.target is not None and env.provider is not None:
                 out.note(f"started {target} in {time.perf_counter() - opened:.2f} s: {env.base_url}")
@@ -107,6 +177,20 @@ def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
     finally:
         if server is not None:
             server.stop()
+
+
+def _hint(exc: BaseException, args: argparse.Namespace) -> str | None:
+    """A command-line remedy for an error whose message names Python options."""
+    from openenv._core.errors import CheckoutNotRunnable
+
+    if isinstance(exc, CheckoutNotRunnable):
+        return (
+            f"hint: on the command line, --install creates the checkout's .venv and installs it there "
+            f"({_prog()} {args.command_name}{_target_words(args)} --install), and --command 'CMD' starts the "
+            "server your own way ({fd}, {port} and {host} are filled in, e.g. "
+            "--command 'python -m uvicorn server.app:app --fd {fd}')"
+        )
+    return None
 
 
 def _fetch_schema(env: Any) -> dict[str, Any]:
@@ -132,38 +216,40 @@ def _target_words(args: argparse.Namespace) -> str:
     return "" if args.target is None else " " + shlex.quote(args.target)
 
 
-def _open_target(env_cls: Any, target: str, ready_timeout: float) -> Any:
-    """A connected client for a run target: URL, local directory, Space id or Docker image.
-
-    ``docker:IMAGE`` and ``space:OWNER/NAME`` force the kind; otherwise a URL
-    (``scheme://``), an existing directory, an ``owner/name`` id without a tag
-    (a Hugging Face Space) or else a Docker image reference is assumed.
-    """
-    import os
-    import re
-
-    if target.startswith("docker:"):
-        return env_cls.from_docker_image(target[len("docker:") :], ready_timeout=ready_timeout)
-    if target.startswith("space:"):
-        return env_cls.from_env(target[len("space:") :], ready_timeout=ready_timeout)
-    if "://" in target:
-        return env_cls(target).connect()
-    if os.path.isdir(target) or re.fullmatch(r"[\w.-]+/[\w.-]+", target):
-        return env_cls.from_env(target, ready_timeout=ready_timeout)
-    return env_cls.from_docker_image(target, ready_timeout=ready_timeout)
-
-
 def _positive_or_zero(text: str) -> int:
-    value = int(text)
+    """A whole number >= 0 (``--steps``, ``--port``), with a readable error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
     return value
 
 
+def _integer(text: str) -> int:
+    """A whole number (``--seed``, ``--max-sessions``), with a readable error."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds (``--ready-timeout``, ``--idle-timeout``), with a readable error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if value != value or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
 _TARGET_HELP = (
-    "a server URL (http://..., https://...), a local environment checkout directory, a Hugging Face Space id "
-    "(owner/name) or a Docker image; prefix docker: or space: to force the kind. Default: the built-in echo "
-    "environment on an in-process server on 127.0.0.1"
+    "a server URL (http://..., https://...), a Docker image with its tag (name:tag), a Hugging Face Space id "
+    "(owner/name) or a local environment checkout directory (./path); prefix docker: or space: to force the "
+    "kind. Default: the built-in echo environment on an in-process server on 127.0.0.1"
 )
 
 
@@ -175,8 +261,20 @@ def _prog() -> str:
 def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", default=None, metavar="TARGET", help=_TARGET_HELP)
     parser.add_argument(
+        "--install",
+        action="store_true",
+        help="for a checkout without a .venv: create one in the checkout and install the checkout there first",
+    )
+    parser.add_argument(
+        "--command",
+        metavar="CMD",
+        default=None,
+        help="for a checkout: the command that starts its server, instead of the interpreter openenv picks "
+        "({fd}, {port} and {host} are filled in; e.g. 'python -m uvicorn server.app:app --fd {fd}')",
+    )
+    parser.add_argument(
         "--ready-timeout",
-        type=float,
+        type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long a started server may take to become healthy (default: 60)",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-from ._common import _add_target, _fetch_schema, _Out, _prog, _session, _target_words
+from ._common import _add_target, _fetch_schema, _hint, _Out, _prog, _session, _target_words
 
 _PARTS = ("action", "observation", "state")
 
@@ -47,6 +48,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
             schema = _fetch_schema(env)
     except (OpenEnvError, OSError) as exc:
         out.error(exc)
+        hint = _hint(exc, args)
+        if hint:
+            print(hint, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -96,12 +100,17 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     from openenv._core.defaults import MISSING, NoDefault, default_value, describe_fields
     from openenv._core.errors import OpenEnvError
 
+    from .run import _tools_of
+
     out = _Out(args.json)
     try:
         with _session(args, out) as env:
-            tools = env.list_tools()
+            tools = _tools_of(env)
     except (OpenEnvError, OSError) as exc:
         out.error(exc)
+        hint = _hint(exc, args)
+        if hint:
+            print(hint, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -109,7 +118,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         print(json.dumps([_tool_record(t) for t in tools], indent=2, ensure_ascii=False))
         return 0
     if not tools:
-        print("no tools")
+        print("this environment has no MCP tools (run sends it actions: see the schema command)")
         return 0
     for tool in tools:
         description = (tool.description or "").strip().splitlines()

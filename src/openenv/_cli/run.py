@@ -12,6 +12,8 @@ from typing import Any
 from ._common import (
     _add_target,
     _fetch_schema,
+    _hint,
+    _integer,
     _jsonable,
     _load_object,
     _num,
@@ -140,7 +142,84 @@ class _NoAction(Exception):
     """No default action (exit status 2)."""
 
 
+def _tools_of(env: Any) -> list[Any]:
+    """The environment's MCP tools; ``[]`` when it has none.
+
+    "None" is what the server says (no MCP support, no such method), or a
+    server whose answer to ``list_tools`` is not an MCP answer at all.
+    """
+    from openenv._core import mcp
+    from openenv._core.errors import ProtocolError, ToolError
+
+    try:
+        return list(env.list_tools())
+    except ToolError as exc:
+        if mcp.is_unsupported(exc) or exc.code == mcp.METHOD_NOT_FOUND:
+            return []
+        raise
+    except ProtocolError:  # not an MCP server; the client reconnects on reset
+        return []
+
+
+def _check_tools(tools: list[Any], ops: list[tuple[str, Any, Any]], args: argparse.Namespace) -> None:
+    """Refuse ``--tool NAME`` on an environment without tools, or a NAME it does not have (exit status 2)."""
+    from openenv._core.cli import did_you_mean
+
+    names = [tool.name for tool in tools]
+    for kind, name, _ in ops:
+        if kind != "tool":
+            continue
+        if not names:
+            raise _UsageError(
+                f"--tool {name}: this environment has no MCP tools; send actions with --action JSON "
+                f"({_prog()} schema{_target_words(args)} shows the action schema)"
+            )
+        if name not in names:
+            raise _UsageError(
+                f"--tool {name}: this environment has no tool {name!r}{did_you_mean(name, names)}; "
+                f"its tools: {', '.join(names)} ({_prog()} tools{_target_words(args)} shows their parameters)"
+            )
+
+
+def _tool_steps(
+    tools: list[Any], ops: list[tuple[str, Any, Any]], args: argparse.Namespace, out: _Out
+) -> list[tuple[str, Any, Any]]:
+    """An MCP environment's default steps: each becomes a call of a tool whose arguments the schema gives.
+
+    Raises:
+        _NoAction: no tool's arguments can be built (the message says which ``--tool`` to pass).
+    """
+    import shlex
+
+    from openenv._core.cli import pick_tool
+    from openenv._core.defaults import NoDefault, default_value
+
+    names = ", ".join(tool.name for tool in tools)
+    chosen = pick_tool(tools)
+    if chosen is None:
+        first = tools[0]
+        try:
+            example = default_value(first.input_schema or {"type": "object"})
+        except NoDefault as exc:
+            example = exc.example
+        raise _NoAction(
+            f"this environment has MCP tools ({names}) and no tool's arguments can be built from its schema; "
+            f"call one with --tool NAME --args JSON, e.g.:\n"
+            f"  {_prog()} run{_target_words(args)} --tool {shlex.quote(first.name)} "
+            f"--args {shlex.quote(json.dumps(example, ensure_ascii=False))}"
+        )
+    tool, arguments = chosen
+    shown = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in arguments.items())
+    out.record(
+        {"type": "tools", "tools": [t.name for t in tools], "calling": tool.name, "arguments": arguments},
+        f"tools: {names}; no --action or --tool given, so each step calls {tool.name}({shown}) "
+        f"(choose with --tool NAME --args JSON)",
+    )
+    return [("tool", tool.name, dict(arguments)) if op[0] == "action" and op[1] is None else op for op in ops]
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    from openenv._core.cli import observation_error, plural
     from openenv._core.errors import OpenEnvError
 
     out = _Out(args.json)
@@ -154,12 +233,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         with _session(args, out) as env:
             default: Callable[[int], dict[str, Any]] | None = None
-            if any(op[0] == "action" and op[1] is None for op in ops):
-                try:
+            wants_default = any(op[0] == "action" and op[1] is None for op in ops)
+            try:
+                if args.target is not None and (wants_default or any(op[0] == "tool" for op in ops)):
+                    where = "list tools: "
+                    tools = _tools_of(env)
+                    where = ""
+                    _check_tools(tools, ops, args)
+                    if wants_default and tools:
+                        ops = _tool_steps(tools, ops, args, out)
+                        wants_default = False
+                if wants_default:
                     default = _default_action(env, args)
-                except _NoAction as exc:
-                    print(f"error: {exc}", file=sys.stderr)
-                    return 2
+            except _NoAction as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            step_count = sum(1 for op in ops if op[0] == "action")
             where = "reset: "
             result = env.reset(**reset_kwargs)
             out.record(
@@ -172,6 +261,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"reset: observation={_short(result.observation)} reward={_num(result.reward)} done={result.done}",
             )
             latencies: list[float] = []
+            calls: list[float] = []
             done = False
             for kind, value, arguments in ops:
                 if kind == "action":
@@ -194,10 +284,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         f"step {n}: action={_short(action, 80)} observation={_short(result.observation)} "
                         f"reward={_num(result.reward)} done={result.done}",
                     )
+                    failed = observation_error(_jsonable(result.observation))
+                    if failed is not None:
+                        out.error(RuntimeError(f"the environment reported an error: {failed}"), where)
+                        return 1
                 else:
                     shown = ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in arguments.items())
                     where = f"tool {value}({shown}): "
+                    start = time.perf_counter()
                     tool = env.call_tool(value, **arguments)
+                    calls.append(time.perf_counter() - start)
                     done = bool(tool.done)
                     out.record(
                         {
@@ -220,11 +316,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     break
             where = ""
             if not args.json:
-                if done:
-                    print(f"episode done after {len(latencies)} of {step_count} steps")
+                if done and step_count:
+                    print(f"episode done after {len(latencies)} of {plural(step_count, 'step')}")
+                elif done:
+                    print(f"episode done after {plural(len(calls), 'tool call')}")
                 if latencies:
                     mean_ms = 1000 * sum(latencies) / len(latencies)
-                    print(f"{len(latencies)} steps, mean step latency {mean_ms:.3f} ms")
+                    print(f"{plural(len(latencies), 'step')}, mean step latency {mean_ms:.3f} ms")
+                if calls:
+                    mean_ms = 1000 * sum(calls) / len(calls)
+                    print(f"{plural(len(calls), 'tool call')}, mean latency {mean_ms:.3f} ms")
         if args.target is None and not args.ops and not args.json:
             _tool_demo()
         return 0
@@ -237,6 +338,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"hint: {_prog()} schema{_target_words(args)} shows the action schema",
                 file=sys.stderr,
             )
+        hint = _hint(exc, args)
+        if hint:
+            print(hint, file=sys.stderr)
         return 1
     except OSError as exc:  # e.g. the in-process server cannot bind
         out.error(exc, where)
@@ -263,24 +367,39 @@ def _tool_demo() -> None:
 _RUN_EPILOG = """\
 Each --action is one step, in order; --tool NAME [--args JSON] is one MCP tool
 call (env.call_tool(NAME, **ARGS)), made where it stands among the actions.
+The episode is reset first (with --seed / --reset-kwargs) and stops at done.
+
 Without --action, each step sends a default action built from the
 environment's action schema (GET /schema): required fields get their default,
-first example, first enum value, or "", 0, false, [], {}. If none can be
-built, run exits with status 2 and names the fields to give. The episode is
-reset first (with --seed / --reset-kwargs) and stops at done.
+first example, first enum value, or "", 0, false, [], {}. An environment with
+MCP tools gets a tool call instead: run lists its tools and calls one whose
+arguments it can build from the tool's schema (one without required
+parameters first). If nothing can be built, run exits with status 2 and says
+which fields, or which --tool, to give.
 
-output: one short line per reset/step/tool call; --json prints one JSON object
-per line instead ({"type": "reset"|"step"|"tool"|"error", ...}). Progress
-notes go to stderr.
+Without TARGET (the demo), run serves the built-in echo environment on an
+in-process server; without --action and --tool it then starts a second
+in-process server, the built-in tool environment (openenv.server.tools_demo),
+and makes one tool call against it.
 
-exit status: 0 ok, 1 server or connection error (its message is printed),
-2 bad usage or no default action.
+A checkout directory runs with its own .venv, uv, or this interpreter;
+--install creates its .venv first, --command 'CMD' starts it your own way.
+
+output: one short line per reset/step/tool call (numbers rounded for reading);
+--json prints one JSON object per line instead ({"type": "reset"|"step"|
+"tool"|"tools"|"error", ...}, exact values). Progress notes go to stderr.
+
+exit status: 0 ok; 1 a server or connection error, or an observation that
+reports an error (its message is printed); 2 bad usage (a target that names
+nothing, a directory that is not an OpenEnv environment, bad JSON, --tool on
+an environment without tools) or no default action.
 
 examples:
-  %(prog)s                # the echo demo, served in-process
+  %(prog)s                # the echo demo, served in-process (plus the tool demo)
   %(prog)s http://127.0.0.1:8000 --action '{"message": "hi"}' --steps 3
   %(prog)s my-env:latest --action '{"move": "e4"}' --action '{"move": "e5"}'
   %(prog)s ./my_env --action @action.json --seed 7 --json
+  %(prog)s ./my_env --install
   %(prog)s owner/space-name --reset-kwargs '{"difficulty": "easy"}'
   %(prog)s http://127.0.0.1:8000 --tool add --args '{"a": 2, "b": 40}'
 """
@@ -291,7 +410,9 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
     p_run = commands.add_parser(
         "run",
         help="reset an environment, step it with actions, call its tools",
-        description="Start or connect to an environment, reset it, then send actions and tool calls.",
+        description="Start or connect to an environment, reset it, then send actions and tool calls.\n"
+        "Without TARGET it serves the built-in echo environment in-process and, without --action/--tool,\n"
+        "starts a second in-process server (the built-in tool environment) for a tool-call demo.",
         epilog=_RUN_EPILOG,
         formatter_class=raw,
     )
@@ -310,7 +431,7 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
         help=f"number of steps: with one --action, send it N times; with none, send the default action N "
         f"times (default: one step per --action; {_DEFAULT_STEPS} without --action and --tool)",
     )
-    p_run.add_argument("--seed", type=int, default=None, help="seed for reset")
+    p_run.add_argument("--seed", type=_integer, default=None, help="seed for reset")
     p_run.add_argument(
         "--reset-kwargs",
         metavar="JSON",

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._core.loader import load_factory
-from ._common import _positive_or_zero
+from ._common import _integer, _positive_or_zero, _seconds, _UsageError
 
 
 def _default_max_sessions() -> int:
@@ -18,7 +18,7 @@ def _default_max_sessions() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise SystemExit(f"error: MAX_CONCURRENT_ENVS must be an integer, not {raw!r}") from None
+        raise _UsageError(f"MAX_CONCURRENT_ENVS must be an integer, not {raw!r}") from None
     return value
 
 
@@ -102,19 +102,19 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
     p_serve.add_argument("--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)")
     p_serve.add_argument(
         "--max-sessions",
-        type=int,
+        type=_integer,
         default=None,
         help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
     )
     p_serve.add_argument(
         "--idle-timeout",
-        type=float,
+        type=_seconds,
         default=300.0,
         help="close a session after this many seconds without a client message; 0: never (default: 300)",
     )
     p_serve.add_argument(
         "--max-pending",
-        type=int,
+        type=_integer,
         default=64,
         help="connections still in their handshake, at most; more get 503 at once (default: 64)",
     )
