@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,31 @@ def test_every_entry_point_reads_a_target_the_same_way(
         (tmp_path / "empty").mkdir()
     with pytest.raises(error, match=message):
         ENTRY_POINTS[entry](target)
+
+
+ECHO_IMAGE = "openenv-test/echo:latest"
+
+
+def _ours(engine: Any) -> list[Any]:
+    import os
+
+    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    return [c for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+
+
+@pytest.mark.docker
+def test_an_image_target_starts_the_image_from_every_entry_point(docker_engine: Any) -> None:
+    cls = environment_factory(ECHO_IMAGE, ready_timeout=60)
+    try:
+        assert "message" in inspect.signature(cls.step).parameters  # the real schema of the container's server
+        env = cls()
+        env.reset()
+        assert "typed" in env.step(message="typed")
+        env.close()
+    finally:
+        cls.close()
+    with Env.from_schema(ECHO_IMAGE, ready_timeout=60) as env:
+        assert (env.step({"message": "hi"})).observation.echoed_message == "hi"
+    with Env.from_env("docker:" + ECHO_IMAGE, ready_timeout=60) as env:
+        assert env.provider is not None
+    assert _ours(docker_engine) == []
