@@ -597,6 +597,14 @@ def test_argument_errors_are_readable_and_exit_2(
     assert message in err and "_positive_or_zero" not in err
 
 
+def test_an_option_the_client_refuses_is_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_text("app: server.app:app\n")
+    for command in ("run", "schema", "tools"):
+        code, _, err = _run(capsys, command, str(tmp_path), "--ready-timeout", "0")
+        assert code == 2, err
+        assert "ready_timeout must be a positive number of seconds" in err
+
+
 def test_json_hints_fit_their_option(capsys: pytest.CaptureFixture[str], counter_server: EnvServer) -> None:
     code, _, err = _run(capsys, "run", counter_server.url, "--reset-kwargs", "seed=1")
     assert code == 2

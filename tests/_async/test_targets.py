@@ -86,10 +86,10 @@ async def test_an_image_target_starts_the_image_from_every_entry_point(docker_en
     cls = await environment_factory(ECHO_IMAGE, ready_timeout=60)
     try:
         assert "message" in inspect.signature(cls.step).parameters  # the real schema of the container's server
-        env = cls()
-        await env.reset()
-        assert "typed" in await env.step(message="typed")
-        await env.close()
+        instance = cls()
+        await instance.reset()
+        assert "typed" in await instance.step(message="typed")
+        await instance.close()
     finally:
         await cls.close()
     async with await Env.from_schema(ECHO_IMAGE, ready_timeout=60) as env:

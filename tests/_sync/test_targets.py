@@ -86,10 +86,10 @@ def test_an_image_target_starts_the_image_from_every_entry_point(docker_engine: 
     cls = environment_factory(ECHO_IMAGE, ready_timeout=60)
     try:
         assert "message" in inspect.signature(cls.step).parameters  # the real schema of the container's server
-        env = cls()
-        env.reset()
-        assert "typed" in env.step(message="typed")
-        env.close()
+        instance = cls()
+        instance.reset()
+        assert "typed" in instance.step(message="typed")
+        instance.close()
     finally:
         cls.close()
     with Env.from_schema(ECHO_IMAGE, ready_timeout=60) as env:

@@ -13,19 +13,25 @@ Commands:
     chosen port).
 
 ``run [TARGET] [--action JSON]... [--steps N] [--seed S] [--reset-kwargs JSON] [--tool NAME [--args JSON]]... [--json]``
-    Start or connect to ``TARGET`` (a URL, a local checkout directory, a Space
-    id or a Docker image; default: the built-in echo environment on an
-    in-process server on ``127.0.0.1``), reset it, then send each ``--action``
-    as one step and make each ``--tool`` call (``env.call_tool``), in
-    command-line order, stopping at ``done``.  Without ``--action``, each step
-    sends a default action built from the ``GET /schema`` action schema
-    (`openenv._core.defaults.default_value()`); when none can be built the
-    command exits with status 2 naming the fields it needs.  Prints one short
-    line per result, or one JSON object per line with ``--json``.  Server and
-    connection errors print the server's message and exit with status 1.
-    Without ``TARGET`` and without ``--action``/``--tool`` it also makes one
-    tool call against the built-in tool environment
-    (`openenv.server.tools_demo`).
+    Start or connect to ``TARGET`` (a URL, a Docker image ``name:tag``, a
+    Space id ``owner/name`` or a local checkout directory, read by
+    `openenv._core.targets` as every constructor reads it; default: the
+    built-in echo environment on an in-process server on ``127.0.0.1``),
+    reset it, then send each ``--action`` as one step and make each
+    ``--tool`` call (``env.call_tool``), in command-line order, stopping at
+    ``done``.  Without ``--action``, each step sends a default action built
+    from the ``GET /schema`` action schema
+    (`openenv._core.defaults.default_value()`), or, on an environment with MCP
+    tools, calls a tool whose arguments its schema gives
+    (`openenv._core.cli.pick_tool()`); when neither can be built the command
+    exits with status 2 saying what to give.  Prints one short line per
+    result, or one JSON object per line with ``--json``.  Server and
+    connection errors, and observations that report an error, print the
+    message and exit with status 1.  Without ``TARGET`` and without
+    ``--action``/``--tool`` it also starts a second in-process server (the
+    built-in tool environment, `openenv.server.tools_demo`) for one tool call.
+    ``--install`` and ``--command CMD`` (also on ``schema`` and ``tools``) say
+    how to run a checkout.
 
 ``schema [TARGET] [--json]``
     Print the target's action, observation and state JSON Schemas.
@@ -36,7 +42,9 @@ Commands:
 ``prune [--all] [--dry-run]``
     Remove containers this library started whose owner process is gone.
 
-Exit status: 0 on success, 1 on a runtime error, 2 on a usage error.
+``--version`` prints the version.  Exit status: 0 on success, 1 on a runtime
+error, 2 on a usage error (a target that names nothing, a bad option value, a
+mistyped command or option, which gets a "did you mean").
 """
 
 from __future__ import annotations

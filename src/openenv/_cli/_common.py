@@ -179,6 +179,13 @@ def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
             server.stop()
 
 
+def _status(exc: BaseException) -> int:
+    """The exit status of an error: 2 for a bad option or target (bad usage), else 1."""
+    from openenv._core.errors import InvalidOption, InvalidURL
+
+    return 2 if isinstance(exc, (InvalidOption, InvalidURL)) else 1
+
+
 def _hint(exc: BaseException, args: argparse.Namespace) -> str | None:
     """A command-line remedy for an error whose message names Python options."""
     from openenv._core.errors import CheckoutNotRunnable

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ._common import _add_target, _fetch_schema, _hint, _Out, _prog, _session, _target_words
+from ._common import _add_target, _fetch_schema, _hint, _Out, _prog, _session, _status, _target_words
 
 _PARTS = ("action", "observation", "state")
 
@@ -51,7 +51,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         hint = _hint(exc, args)
         if hint:
             print(hint, file=sys.stderr)
-        return 1
+        return _status(exc)
     except KeyboardInterrupt:
         return 130
     if args.json:
@@ -111,7 +111,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         hint = _hint(exc, args)
         if hint:
             print(hint, file=sys.stderr)
-        return 1
+        return _status(exc)
     except KeyboardInterrupt:
         return 130
     if args.json:

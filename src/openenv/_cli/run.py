@@ -22,6 +22,7 @@ from ._common import (
     _prog,
     _session,
     _short,
+    _status,
     _target_words,
     _UsageError,
 )
@@ -341,7 +342,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         hint = _hint(exc, args)
         if hint:
             print(hint, file=sys.stderr)
-        return 1
+        return _status(exc)
     except OSError as exc:  # e.g. the in-process server cannot bind
         out.error(exc, where)
         return 1
@@ -360,7 +361,8 @@ def _tool_demo() -> None:
             env.reset()
             names = [t.name for t in env.list_tools()]
             result = env.call_tool("add", a=2, b=40)
-            print(f"tools on {server.url}: {', '.join(names)}")
+            print(f"tool demo, on a second in-process server (the built-in tool environment) {server.url}:")
+            print(f"tools: {', '.join(names)}")
             print(f"call_tool add(a=2, b=40) -> data={result.data!r} text={result.text!r}")
 
 
