@@ -443,6 +443,23 @@ def test_run_and_schema_start_a_docker_image_and_clean_up(
     # the docker_engine fixture fails the session if a container was left behind
 
 
+@pytest.mark.docker
+def test_run_on_openenvs_own_mcp_environment(capsys: pytest.CaptureFixture[str], docker_engine: Any) -> None:
+    from .conftest import OPENENV_ENV_IMAGES
+
+    guess, duel = OPENENV_ENV_IMAGES["mcp_guess"], OPENENV_ENV_IMAGES["duel"]
+    # served by openenv-core 0.3.0; its action schema is CallToolAction (tool_name required)
+    code, out, err = _run(capsys, "run", guess, "--steps", "1")
+    assert code == 0, err
+    assert out.startswith("tools: guess, hint; no --action or --tool given, so each step calls hint()")
+    assert "tool hint() -> " in out and "tool_name" not in out
+    code, out, err = _run(capsys, "run", guess, "--action", '{"type": "call_tool", "tool_name": ""}')
+    assert code == 1  # its answer: an observation whose error says "Unknown tool: ''"
+    assert "the environment reported an error: tool_not_found: Unknown tool: ''" in err
+    code, out, err = _run(capsys, "run", duel, "--tool", "nosuch")
+    assert code == 2 and "this environment has no MCP tools" in err
+
+
 # -- targets: one resolver, bad usage exits 2 ----------------------------------------------------
 
 
