@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, Field
 
 from openenv._cli import main
 from openenv.server import EnvServer
@@ -277,9 +278,9 @@ def test_run_tool_errors(capsys: pytest.CaptureFixture[str], tools_server: EnvSe
     code, _, err = _run(capsys, "run", tools_server.url, "--tool", "fail", "--args", '{"message": "nope, sorry"}')
     assert code == 1
     assert 'error: tool fail(message="nope, sorry"): ' in err and "nope, sorry" in err
-    code, _, err = _run(capsys, "run", tools_server.url, "--tool", "missing")
-    assert code == 1
-    assert "missing" in err and "Traceback" not in err
+    code, _, err = _run(capsys, "run", tools_server.url, "--tool", "ad")
+    assert code == 2  # bad usage: a tool the environment does not have
+    assert "no tool 'ad' (did you mean 'add'?); its tools: add, fail, greet" in err and "Traceback" not in err
 
 
 # -- schema and tools ---------------------------------------------------------------------------
@@ -336,9 +337,9 @@ def test_tools_json(capsys: pytest.CaptureFixture[str], tools_server: EnvServer)
 
 
 def test_tools_of_an_environment_without_tools(capsys: pytest.CaptureFixture[str], echo_server: EnvServer) -> None:
-    code, _, err = _run(capsys, "tools", echo_server.url)
-    assert code == 1
-    assert err.startswith("error: ") and "Traceback" not in err
+    code, out, err = _run(capsys, "tools", echo_server.url)
+    assert code == 0
+    assert "this environment has no MCP tools" in out and "Traceback" not in err
 
 
 # -- help ---------------------------------------------------------------------------------------
@@ -440,3 +441,213 @@ def test_run_and_schema_start_a_docker_image_and_clean_up(
     assert code == 0, err
     assert json.loads(out)["action"]["required"] == ["message"]
     # the docker_engine fixture fails the session if a container was left behind
+
+
+@pytest.mark.docker
+def test_run_on_openenvs_own_mcp_environment(capsys: pytest.CaptureFixture[str], docker_engine: Any) -> None:
+    from .conftest import OPENENV_ENV_IMAGES
+
+    guess, duel = OPENENV_ENV_IMAGES["mcp_guess"], OPENENV_ENV_IMAGES["duel"]
+    # served by openenv-core 0.3.0; its action schema is CallToolAction (tool_name required)
+    code, out, err = _run(capsys, "run", guess, "--steps", "1")
+    assert code == 0, err
+    assert out.startswith("tools: guess, hint; no --action or --tool given, so each step calls hint()")
+    assert "tool hint() -> " in out and "tool_name" not in out
+    code, out, err = _run(capsys, "run", guess, "--action", '{"type": "call_tool", "tool_name": ""}')
+    assert code == 1  # its answer: an observation whose error says "Unknown tool: ''"
+    assert "the environment reported an error: tool_not_found: Unknown tool: ''" in err
+    code, out, err = _run(capsys, "run", duel, "--tool", "nosuch")
+    assert code == 2 and "this environment has no MCP tools" in err
+
+
+# -- targets: one resolver, bad usage exits 2 ----------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "schema", "tools"])
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("./does-not-exist", "'./does-not-exist': no such directory"),
+        ("/data/no-such-env", "'/data/no-such-env': no such directory"),
+        ("htp://host", "unsupported scheme 'htp'"),
+        ("my-env", "a Docker image needs its tag: my-env:latest"),
+        ("{empty}", "this directory is not an OpenEnv environment (no openenv.yaml)"),
+    ],
+)
+def test_every_command_reads_targets_by_the_one_resolver(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, target: str, message: str
+) -> None:
+    if target == "{empty}":
+        target = str(tmp_path)
+    code, out, err = _run(capsys, command, target)
+    assert code == 2, err  # bad usage, before anything starts
+    assert out == "" and message in err and "Traceback" not in err
+
+
+def test_run_a_checkout_with_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "loud.py").write_text(
+        "from openenv.server.echo import EchoEnvironment\n\n"
+        "class LoudEcho(EchoEnvironment):\n"
+        "    def step(self, action):\n"
+        "        action.message = action.message.upper()\n"
+        "        return super().step(action)\n"
+    )
+    command = f"{sys.executable} -m openenv serve loud:LoudEcho --host {{host}} --port {{port}}"
+    code, out, err = _run(
+        capsys, "run", str(tmp_path), "--command", command, "--action", '{"message": "quiet"}', "--ready-timeout", "60"
+    )
+    assert code == 0, err
+    assert '"echoed_message": "QUIET"' in out
+
+
+def test_checkout_remedies_name_the_command_line_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_text("app: nowhere_such_module.app:app\n")
+    env = {**os.environ, "PATH": str(tmp_path / "no-uv-here")}  # no uv: nothing can run it
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv", "run", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "hint: on the command line, --install creates the checkout's .venv" in proc.stderr
+    assert "--command 'CMD'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- MCP environments -------------------------------------------------------------------------
+
+
+def test_run_on_an_mcp_environment_calls_a_tool_it_can_build(
+    capsys: pytest.CaptureFixture[str], tools_server: EnvServer
+) -> None:
+    code, out, err = _run(capsys, "run", tools_server.url, "--steps", "2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "tools: add, fail, greet; no --action or --tool given, so each step calls add(a=0, b=0) "
+        "(choose with --tool NAME --args JSON)"
+    )
+    assert [line.split(" -> ")[0] for line in lines[2:4]] == ["tool add(a=0, b=0)"] * 2
+    assert "2 tool calls, mean latency" in out
+    code, out, _ = _run(capsys, "run", tools_server.url, "--steps", "1", "--json")
+    assert [r["type"] for r in _json_lines(out)] == ["tools", "reset", "tool"]
+
+
+class _Code(BaseModel):
+    code: str = Field(pattern="^[a-z]{3}$")
+
+
+def test_run_on_mcp_tools_it_cannot_build_says_which_tool_to_pass(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    from openenv.server import tool
+    from openenv.server.echo import EchoEnvironment
+
+    class Picky(EchoEnvironment):
+        @tool
+        def pick(self, code: _Code) -> str:
+            """Pick a code (no default matches its pattern)."""
+            return code.code
+
+    server = server_factory(Picky)
+    code, out, err = _run(capsys, "run", server.url)
+    assert code == 2, err
+    assert out == ""
+    assert "this environment has MCP tools (pick) and no tool's arguments can be built from its schema" in err
+    assert f"run {server.url} --tool pick --args" in err
+
+
+def test_tool_on_an_environment_without_tools(capsys: pytest.CaptureFixture[str], echo_server: EnvServer) -> None:
+    code, out, err = _run(capsys, "run", echo_server.url, "--tool", "nosuch")
+    assert code == 2
+    assert out == ""
+    assert "--tool nosuch: this environment has no MCP tools; send actions with --action JSON" in err
+    assert "Extra inputs" not in err
+
+
+def test_an_error_observation_exits_non_zero(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
+    # OpenEnv's MCP environments answer a bad call with an observation whose `error` says so
+    action = '{"type": "call_tool", "tool_name": ""}'
+    code, out, err = _run(capsys, "run", tools_server.url, "--action", action, "--action", action)
+    assert code == 1
+    assert out.count("step ") == 1  # stopped at the first error
+    assert "error: step 1: the environment reported an error: invalid_args: call_tool needs a tool_name" in err
+    code, out, _ = _run(capsys, "run", tools_server.url, "--action", action, "--json")
+    assert code == 1 and _json_lines(out)[-1]["type"] == "error"
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"openenv-twin {version('openenv-twin')}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--steps", "abc"], "argument --steps: expected a whole number >= 0, not 'abc'"),
+        (["run", "--steps", "-1"], "argument --steps: must be >= 0, not -1"),
+        (["run", "--seed", "x"], "argument --seed: expected a whole number, not 'x'"),
+        (["run", "--ready-timeout", "soon"], "argument --ready-timeout: expected a number of seconds, not 'soon'"),
+        (["serve", "echo", "--port", "http"], "argument --port: expected a whole number >= 0, not 'http'"),
+        (["serve", "echo", "--idle-timeout", "x"], "argument --idle-timeout: expected a number of seconds"),
+        (["rn"], "invalid choice: 'rn'"),
+        (["rn"], "(did you mean 'run'?)"),
+        (["shcema"], "(did you mean 'schema'?)"),
+        (["run", "--acton", "{}"], "unrecognized arguments: --acton (did you mean '--action'?)"),
+    ],
+)
+def test_argument_errors_are_readable_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "_positive_or_zero" not in err
+
+
+def test_an_option_the_client_refuses_is_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_text("app: server.app:app\n")
+    for command in ("run", "schema", "tools"):
+        code, _, err = _run(capsys, command, str(tmp_path), "--ready-timeout", "0")
+        assert code == 2, err
+        assert "ready_timeout must be a positive number of seconds" in err
+
+
+def test_json_hints_fit_their_option(capsys: pytest.CaptureFixture[str], counter_server: EnvServer) -> None:
+    code, _, err = _run(capsys, "run", counter_server.url, "--reset-kwargs", "seed=1")
+    assert code == 2
+    assert "e.g. --reset-kwargs '{\"seed\": 1}'" in err and "message" not in err
+
+
+def test_bad_max_concurrent_envs_is_usage(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "many")
+    code, _, err = _run(capsys, "serve", "echo", "--port", "0")
+    assert code == 2
+    assert "MAX_CONCURRENT_ENVS must be an integer, not 'many'" in err
+
+
+def test_numbers_and_counts_read_well(capsys: pytest.CaptureFixture[str], echo_server: EnvServer) -> None:
+    code, out, _ = _run(capsys, "run", echo_server.url, "--action", '{"message": "hello 2"}')
+    assert code == 0
+    step = out.splitlines()[1]
+    assert step.endswith("reward=0.7 done=False")  # the server's 0.7000000000000001
+    assert "1 step, mean step latency" in out and "1 steps" not in out
+    code, out, _ = _run(capsys, "run", echo_server.url, "--action", '{"message": "hello 2"}', "--json")
+    assert _json_lines(out)[1]["reward"] == 7 * 0.1  # exact in --json
+
+
+def test_run_help_says_the_demo_starts_a_second_server(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "starts a second in-process server (the built-in tool environment)" in text
+    assert "--install" in text and "--command CMD" in text

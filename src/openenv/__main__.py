@@ -1,4 +1,4 @@
-"""``python -m openenv``: see `openenv._cli`."""
+"""``python -m openenv``: see `openenv._cli` (one module per command)."""
 
 from openenv._cli import main
 

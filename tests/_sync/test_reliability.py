@@ -20,7 +20,6 @@ from openenv.sync import (
     MessageTimeout,
     OpenEnvError,
     ProtocolError,
-    ReadinessTimeout,
     ServerProvider,
     SessionLost,
 )
@@ -273,8 +272,8 @@ def test_tls_verify_with_a_ca_bundle_or_context(tls_server: Any, tls_files: Any,
 def test_tls_verify_reaches_health_checks_and_production_mcp(
     tls_server: Any, tls_files: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pytest.raises(ReadinessTimeout):  # (its last error may be the cut-short last poll's timeout)
-        Env.from_provider(RunningServer(tls_server.url), ready_timeout=1.0)
+    with pytest.raises(ConnectError, match="certificate verification failed.*verify="):  # at once, not a timeout
+        Env.from_provider(RunningServer(tls_server.url), ready_timeout=30.0)
     with Env.from_provider(RunningServer(tls_server.url), verify=tls_files.ca) as env:
         assert (env.reset(start=4)).observation["count"] == 4
     monkeypatch.setenv("OPENENV_CLIENT_MODE", "production")

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .._adapters import http_error
 from .._blocking import checkout as _checkout
 from .._blocking import docker as _docker
 from .._blocking import lifetimes as _lifetimes
@@ -24,9 +25,10 @@ from .._blocking.retry import Deadline, backoff
 from .._core.checkout import uvicorn_command
 from .._core.containers import container_labels, new_container_name, new_session_id
 from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
-from .._core.options import VerifyTypes, check_timeout, check_verify
+from .._core.options import ClientOptions, VerifyTypes, check_timeout
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import run_blocking, run_cleanup, sleep
+from .http import http_client
 
 __all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "CheckoutProvider"]
 
@@ -120,6 +122,7 @@ class ServerProvider:
         Raises:
             InvalidOption: ``timeout`` is ``nan``, zero or negative.
             ContainerExited: the server died (or another error that `check()` raised).
+            ConnectError: the server's TLS certificate failed verification (``verify=`` says how to trust it).
             ReadinessTimeout: no healthy answer within ``timeout`` seconds.
         """
         timeout = check_timeout("ready_timeout", timeout)
@@ -129,13 +132,8 @@ class ServerProvider:
         deadline = Deadline(timeout)
         delays = backoff()
         last = "no answer yet"
-        # plain http needs no TLS context (building one costs tens of milliseconds)
-        verify: Any = False
-        if endpoints.http_url.startswith("https:"):
-            from .._core.options import ClientOptions
-
-            verify = ClientOptions(verify=check_verify(self.verify)).http_verify()
-        async with httpx.AsyncClient(trust_env=not endpoints.is_local, verify=verify) as http:
+        options = ClientOptions(verify=self.verify)
+        async with http_client(endpoints, options) as http:
             for attempt in itertools.count():
                 if self._stopped:  # stop() ran meanwhile (another server of a pool failed, Ctrl-C): end now
                     raise ProviderError(f"{self!r} was stopped before it became ready")
@@ -147,6 +145,8 @@ class ServerProvider:
                         return
                     last = f"HTTP {response.status_code}"
                 except httpx.HTTPError as exc:
+                    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                        raise http_error(exc, base_url, options) from None  # waiting cannot fix it: say verify=
                     last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if deadline.expired:
                     await self.check()

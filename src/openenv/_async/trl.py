@@ -32,9 +32,10 @@ from .._core import mcp
 from .._core import trl as core
 from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
 from .._core.options import EnvOptions
-from .._core.urls import parse_base_url, redact_url
+from .._core.urls import redact_url
 from .._shim_async import run_to_completion, sleep
 from .env import Env
+from .http import get_json
 from .pool import EnvPool
 from .providers import Provider
 
@@ -373,21 +374,6 @@ def _make_method(spec: core.MethodSpec, class_name: str) -> Callable[..., Any]:
     return method
 
 
-async def _get_json(base_url: str, path: str, headers: Mapping[str, str], timeout: float | None) -> Any:
-    """``GET <base_url><path>`` as JSON, or ``None`` when the server does not answer it."""
-    import httpx  # lazily: importing the client does not need it
-
-    endpoints = parse_base_url(base_url)
-    try:
-        async with httpx.AsyncClient(trust_env=not endpoints.is_local, headers=dict(headers)) as http:
-            response = await http.get(endpoints.http(path), timeout=timeout)
-        if response.status_code != 200:
-            return None
-        return response.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-
-
 async def _list_tools(env: Env[Any, Any, Any]) -> list[Tool]:
     """The server's MCP tools; ``[]`` when the environment has none."""
     try:
@@ -500,14 +486,19 @@ async def environment_factory(
         port: as for ``Env.from_env``.
         command: as for ``Env.from_env``.
         ready_timeout: as for ``Env.from_env``.
-        **options: the connection options of ``Env(...)``, used by every instance.
+        **options: the connection options of ``Env(...)``, used by every
+            instance and by the schema and metadata requests made here:
+            ``verify=`` (a CA bundle for a private CA), ``headers=``, timeouts.
 
     Returns:
         The generated class, a subclass of `TRLEnvironment`.
 
     Raises:
         ValueError: an option has a wrong value.
-        ConnectError: the server could not be reached.
+        ConnectError: the server could not be reached, or its certificate
+            failed verification (pass ``verify=`` a CA bundle for a private CA).
+        ProtocolError: ``GET /schema`` or ``GET /metadata`` answered an error
+            (a 404 only means the server does not publish it).
         ProviderError: the server could not be started.
     """
     if reward not in ("sum", "last"):
@@ -552,9 +543,9 @@ async def environment_factory(
         base_url = probe.base_url
         headers = dict(probe.options.headers)
         tools = await _list_tools(probe)
-        timeout = probe.options.message_timeout
-        schema = await _get_json(base_url, "/schema", headers, timeout)
-        metadata = await _get_json(base_url, "/metadata", headers, timeout)
+        # the probe's options (verify, headers, timeouts); a failure raises, a 404 means "not published"
+        schema = await get_json(base_url, "/schema", probe.options, optional=True)
+        metadata = await get_json(base_url, "/metadata", probe.options, optional=True)
         if pool is not None:
             pass  # the pool's session stays: an instance checks it out
         elif root is None:

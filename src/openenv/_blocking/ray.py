@@ -9,7 +9,6 @@ package installed (or shipped with ``runtime_env``).
 from __future__ import annotations
 
 import collections
-import importlib
 import logging
 import os
 import socket
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._core.errors import InvalidOption, ProviderError
+from .._core.loader import load_factory, load_object
 
 __all__ = [
     "ACTOR_NAMESPACE",
@@ -135,17 +135,6 @@ def public_host(bind: str, node_ip: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def load_object(spec: str) -> Any:
-    """Import ``module:attr`` (``attr`` may be dotted)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected MODULE:ATTRIBUTE, got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 class _Tail(logging.Handler):
     """Keeps the process's last log lines (what ``RayProvider.logs()`` returns)."""
 
@@ -208,7 +197,6 @@ class ServerActor:
         return self._url
 
     def _start_embedded(self, bind: str) -> int:
-        from openenv._cli import load_factory
         from openenv.server import EnvServer
 
         factory = load_factory(self._factory) if isinstance(self._factory, str) else self._factory

@@ -1,32 +1,22 @@
-"""What ``Env.from_env`` is given: a URL, a checkout or a Space id (reads the filesystem and environment)."""
+"""What a target names, with this machine's filesystem and environment (the rules: ``_core/targets.py``)."""
 
 from __future__ import annotations
 
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from .._core.errors import InvalidURL
-from .._core.urls import DEFAULT_SPACE_REGISTRY, parse_base_url, space_image, space_subdomain, space_url
+from .._core.targets import Target, resolve_target
+from .._core.urls import DEFAULT_SPACE_REGISTRY, parse_base_url
 
-__all__ = ["Source", "classify_source", "checkout_app", "hosted_headers", "REGISTRY_ENV"]
+__all__ = ["Source", "classify_source", "checkout_app", "hosted_headers", "is_environment_dir", "REGISTRY_ENV"]
 
 #: Environment variable that overrides the registry of Space images.
 REGISTRY_ENV = "OPENENV_SPACE_REGISTRY"
 
 
-@dataclass(frozen=True)
-class Source:
-    """A classified ``from_env`` source.
-
-    ``kind`` is ``"url"`` (a running server), ``"checkout"`` (a local
-    directory to run as a process) or ``"image"`` (a Space's Docker image).
-    ``target`` is the URL, the directory or the image reference.
-    """
-
-    kind: str
-    target: str
+#: A resolved target (the rules: `openenv._core.targets`).
+Source = Target
 
 
 def classify_source(
@@ -36,31 +26,33 @@ def classify_source(
     tag: str = "latest",
     registry: str | None = None,
     environ: Mapping[str, str] = os.environ,
-) -> Source:
-    """Decide how to reach ``source``.
+) -> Target:
+    """Decide how to reach ``source``, with this machine's filesystem (`openenv._core.targets.resolve_target`).
 
-    * ``http(s)://`` or ``ws(s)://`` URL → a running server;
-    * an existing directory → a local checkout, run as a process;
-    * ``owner/name`` → the Space's image ``<registry>/<subdomain>:<tag>`` when
-      ``use_docker``, else the Space's hosted URL ``https://<subdomain>.hf.space``.
+    A checkout directory comes back absolute; a Space's image uses ``registry``,
+    else ``$OPENENV_SPACE_REGISTRY``, else ``registry.hf.space``.
+
+    Raises:
+        InvalidURL: ``source`` names no URL, image, Space or existing directory.
     """
-    if not isinstance(source, str) or not source.strip():
-        raise InvalidURL("from_env needs a URL, a local directory or a Space id 'owner/name'")
-    text = source.strip()
-    if "://" in text:
-        return Source("url", parse_base_url(text).base_url)
-    if os.path.isdir(text):
-        return Source("checkout", os.path.abspath(text))
-    try:
-        space_subdomain(text)
-    except InvalidURL:
-        raise InvalidURL(
-            f"{text!r} is not a URL, an existing directory, or a Hugging Face Space id 'owner/name'"
-        ) from None
-    if use_docker:
-        chosen = registry or environ.get(REGISTRY_ENV) or DEFAULT_SPACE_REGISTRY
-        return Source("image", space_image(text, tag=tag, registry=chosen))
-    return Source("url", space_url(text))
+    chosen = registry or environ.get(REGISTRY_ENV) or DEFAULT_SPACE_REGISTRY
+    where = resolve_target(
+        source, is_dir=os.path.isdir, expand=_expand, use_docker=use_docker, tag=tag, registry=chosen
+    )
+    if where.kind == "checkout":
+        return Target("checkout", os.path.abspath(where.target))
+    return where
+
+
+def _expand(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def is_environment_dir(directory: str) -> bool:
+    """Whether ``directory`` holds an OpenEnv environment: an ``openenv.yaml`` or a ``server/app.py``."""
+    return os.path.isfile(os.path.join(directory, "openenv.yaml")) or os.path.isfile(
+        os.path.join(directory, "server", "app.py")
+    )
 
 
 def hosted_headers(

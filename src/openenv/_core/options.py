@@ -19,6 +19,7 @@ from .urls import Endpoints, redact_target
 
 __all__ = [
     "ClientOptions",
+    "HttpSettings",
     "EnvOptions",
     "VerifyTypes",
     "tls_hint",
@@ -164,6 +165,32 @@ def _ssl_context(verify: VerifyTypes) -> ssl.SSLContext:
 
 
 @dataclass(frozen=True)
+class HttpSettings:
+    """How every HTTP client of this library is built (``openenv._async.http``), from one rule.
+
+    ``GET /schema``, ``GET /metadata``, the readiness polls of ``GET /health``,
+    production-mode ``POST /mcp`` and the command line all take their client
+    from [`ClientOptions.http_settings()`][openenv._core.options.ClientOptions.http_settings].
+
+    Attributes:
+        trust_env: read ``$HTTP(S)_PROXY``, ``$NO_PROXY``, ``.netrc`` and
+            ``$SSL_CERT_*``: for remote hosts only; loopback and private hosts
+            are reached directly (the WebSocket does the same: ``proxy=None``).
+        headers: the client's headers (tokens included; never logged).
+        verify: httpx's ``verify``: ``http_verify()`` for ``https``, ``False``
+            for plain ``http`` (which has no certificate: no TLS context to build).
+        connect_timeout: seconds to connect (``connect_timeout``).
+        read_timeout: seconds for the answer (``message_timeout``).
+    """
+
+    trust_env: bool
+    headers: dict[str, str] = field(repr=False)
+    verify: bool | ssl.SSLContext
+    connect_timeout: float | None
+    read_timeout: float | None
+
+
+@dataclass(frozen=True)
 class ClientOptions:
     """Connection options of a client (see ``Env`` for their meaning)."""
 
@@ -226,6 +253,17 @@ class ClientOptions:
         if self.verify is True and not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
             return True
         return self.ssl_context
+
+    def http_settings(self, endpoints: Endpoints) -> HttpSettings:
+        """The settings of an HTTP client for ``endpoints`` (see `HttpSettings`)."""
+        secure = endpoints.http_url.startswith("https:")
+        return HttpSettings(
+            trust_env=not endpoints.is_local,
+            headers=dict(self.headers),
+            verify=self.http_verify() if secure else False,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.message_timeout,
+        )
 
     def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._adapters import http_error
-from .._blocking.sources import checkout_app, classify_source, hosted_headers
+from .._blocking.sources import checkout_app, classify_source, hosted_headers, is_environment_dir
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
 from .._core.errors import ProtocolError
@@ -26,9 +25,11 @@ from .._core.options import (
     check_timeout,
 )
 from .._core.session import RequestKind, Session
+from .._core.targets import check_checkout
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import _Connection
+from .http import get_json
 from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
 from .tools import _Tools
 
@@ -376,11 +377,18 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         ready_timeout: float | None = READY_TIMEOUT,
         **options: Unpack[EnvOptions],
     ) -> Self:
-        """Connect to an environment given by a URL, a local checkout, or a Hugging Face Space id.
+        """Connect to an environment given by a URL, a Docker image, a local checkout, or a Hugging Face Space id.
+
+        ``source`` is read by the same rules everywhere (``Env.from_schema``,
+        ``EnvPool.from_env``, ``environment_factory``, ``python -m openenv``):
 
         * ``"https://owner-name.hf.space"`` or any ``http(s)://``/``ws(s)://``
-          URL: connect to the running server (no local resources).  For
-          ``*.hf.space`` hosts, ``$HF_TOKEN`` is sent as a bearer token.
+          URL (or ``localhost:PORT``): connect to the running server (no local
+          resources).  For ``*.hf.space`` hosts, ``$HF_TOKEN`` is sent as a
+          bearer token.
+        * a Docker image with its tag or digest (``"echo-env:latest"``,
+          ``"ghcr.io/team/env:v1"``), or ``"docker:NAME"``: run it as
+          [`from_docker_image()`][openenv.sync.Env.from_docker_image] does.
         * a local directory (an OpenEnv environment checkout: ``openenv.yaml``,
           ``server/app.py``, ``pyproject.toml``): run its server as a local
           process on 127.0.0.1 (no Docker), ``<python> -m uvicorn <app> --fd
@@ -413,7 +421,9 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         is killed, by a watcher process within seconds.
 
         Args:
-            source: a URL, a local checkout directory, or a Space id ``owner/name``.
+            source: a URL, a Docker image, a local checkout directory (a path
+                written ``./x``, ``../x``, ``/x`` or ``~/x`` must exist), or a
+                Space id ``owner/name`` (``space:`` forces it).
             codec: as for ``Env(...)``, or ``"schema"``: typed from the server's
                 ``GET /schema`` once it is ready (see [`from_schema()`][openenv.sync.Env.from_schema]).
             use_docker: run a Space's image (``True``) or connect to the hosted Space.
@@ -428,8 +438,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             **options: the connection options of ``Env(...)``.
 
         Raises:
-            CheckoutNotRunnable: no interpreter can run the checkout.
-            InvalidURL: ``source`` is neither a URL, a directory nor a Space id.
+            CheckoutNotRunnable: no interpreter can run the checkout, or the
+                directory is not an OpenEnv environment (no ``openenv.yaml``).
+            InvalidURL: ``source`` names none of those kinds, or is a path to
+                a directory that does not exist.
             ProviderError: the server or container could not be started.
         """
         if provider is None:
@@ -449,7 +461,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         """A connected client typed from the server's ``GET /schema``.
 
         The same as ``from_env(target, codec="schema", **kwargs)``, so
-        ``target`` is anything [`from_env()`][openenv.sync.Env.from_env] takes (a URL, a checkout
+        ``target`` is anything [`from_env()`][openenv.sync.Env.from_env] takes (a URL, a Docker image, a checkout
         directory, a Space id) and ``kwargs`` are its other arguments.  The
         ``action``, ``observation`` and ``state`` JSON Schemas become pydantic
         models at runtime ([`openenv.Codec.from_schema()`][openenv.sync.Codec.from_schema]): actions are
@@ -605,22 +617,9 @@ def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     """
     if not (isinstance(codec, str) and codec == "schema"):
         return codec
-    import httpx  # lazily: only health checks, schemas and production MCP need it
-
-    endpoints = parse_base_url(base_url)
-    url = endpoints.http("/schema")
-    checked = ClientOptions.of(options)
-    timeout = httpx.Timeout(checked.message_timeout, connect=checked.connect_timeout)
-    try:
-        with httpx.Client(
-            trust_env=not endpoints.is_local, headers=dict(checked.headers), verify=checked.http_verify()
-        ) as http:
-            response = http.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise http_error(exc, url, checked) from None
-    schema = mcp.http_json(response.status_code, response.content, redact_url(url))
+    schema = get_json(base_url, "/schema", ClientOptions.of(options))
     if not isinstance(schema, dict):
-        raise ProtocolError(f"{redact_url(url)} did not answer a JSON object")
+        raise ProtocolError(f"{redact_url(parse_base_url(base_url).http('/schema'))} did not answer a JSON object")
     return Codec.from_schema(schema)
 
 
@@ -631,6 +630,11 @@ def _checkout_provider(
     port: int | None,
     install: bool = False,
 ) -> CheckoutProvider:
-    """The provider for an environment checkout directory (the interpreter is chosen when it starts)."""
+    """The provider for an environment checkout directory (the interpreter is chosen when it starts).
+
+    Raises:
+        CheckoutNotRunnable: without ``command``, a directory that holds no OpenEnv environment.
+    """
+    check_checkout(directory, is_environment=is_environment_dir(directory), command_given=command is not None)
     app = checkout_app(directory)
     return CheckoutProvider(directory, app=app, command=command, env=env_vars, port=port, install=install)

@@ -324,11 +324,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         capacity_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
-        """A pool for what [`Env.from_env()`][openenv.sync.Env.from_env] takes: a URL, a checkout, a Space id.
+        """A pool for what [`Env.from_env()`][openenv.sync.Env.from_env] takes: a URL, an image, a checkout, a Space id.
 
         * a URL (a running server, a hosted Space): ``size`` sessions on that
           one server (it must allow that many: ``MAX_CONCURRENT_ENVS``);
           ``$HF_TOKEN`` is sent to ``*.hf.space`` hosts, as ``Env.from_env`` does;
+        * a Docker image (``name:tag``, ``docker:NAME``): ``size`` containers of it;
         * a Space id ``owner/name`` with ``use_docker`` (default): ``size``
           containers of the Space's image, started in parallel (without
           ``use_docker``: ``size`` sessions on the hosted Space);
@@ -339,7 +340,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         Servers started here are stopped when the pool closes.
 
         Args:
-            source: a URL, a local checkout directory, or a Space id ``owner/name``.
+            source: a URL, a Docker image, a local checkout directory, or a
+                Space id ``owner/name`` (the rules of ``Env.from_env``).
             size: the number of sessions (and of servers, unless ``source`` is a URL).
             use_docker: run a Space's image (``True``) or use the hosted Space.
             tag: the Space image's tag.
@@ -360,7 +362,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             The pool, its sessions open.
 
         Raises:
-            InvalidURL: ``source`` is neither a URL, a directory nor a Space id.
+            InvalidURL: ``source`` names none of those kinds, or is a path to
+                a directory that does not exist.
+            CheckoutNotRunnable: the directory is not an OpenEnv environment.
             ValueError: ``size`` is below 1.
             BootstrapError: a server failed to start; every server was stopped.
             CapacityReached: a URL's server stayed full for ``capacity_timeout`` seconds.
@@ -395,6 +399,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 return DockerProvider(target, env_vars=env_vars)
 
         else:
+            _checkout_provider(target, command, env_vars, None, install)  # refuse a non-environment at once
 
             def factory(index: int) -> Provider:
                 return _checkout_provider(target, command, env_vars, None, install)

@@ -31,6 +31,7 @@ from .._core.session import RequestKind, attach_plan, created, release_on_close,
 from .._core.urls import redact_url
 from .._shim_sync import loop_token, ws_connect, ws_recv
 from .connection import _Connection
+from .http import http_client
 
 if TYPE_CHECKING:
     from .._core.tool_models import Tool, ToolResult
@@ -164,13 +165,7 @@ class _Tools(_Connection):
 
         url = self._endpoints.http("/mcp")
         if self._mcp.http is None:
-            options = self._options
-            self._mcp.http = httpx.Client(
-                trust_env=not self._endpoints.is_local,
-                headers=dict(options.headers),
-                timeout=httpx.Timeout(options.message_timeout, connect=options.connect_timeout),
-                verify=options.http_verify(),
-            )
+            self._mcp.http = http_client(self._endpoints, self._options)
             self._resources.callback(self._mcp_release)
         request_id = self._mcp.ids.next()
         try:

@@ -1,0 +1,288 @@
+"""What the commands share: output, JSON options, the target, the schema fetch."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_OBS_LIMIT = 160
+
+
+class _UsageError(Exception):
+    """A bad command line (exit status 2)."""
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _num(value: Any) -> str:
+    """A reward as people write it (``0.7``, not ``0.7000000000000001``)."""
+    from openenv._core.cli import compact_json
+
+    return compact_json(value)
+
+
+def _short(value: Any, limit: int = _OBS_LIMIT) -> str:
+    """Compact JSON for a human line (floats rounded, cut at ``limit`` characters)."""
+    from openenv._core.cli import compact
+
+    text = json.dumps(compact(_jsonable(value)), default=str, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 3]}... ({len(text)} chars)"
+
+
+#: An example value of each JSON option, for the hint of a value that is not valid JSON.
+_EXAMPLES = {
+    "--action": '{"message": "hi"}',
+    "--reset-kwargs": '{"seed": 1}',
+    "--args": '{"a": 2, "b": 40}',
+}
+
+
+def _load_json(text: str, option: str) -> Any:
+    """The JSON of an option value, or of the file named by ``@path``."""
+    source = text
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise _UsageError(f"{option} {source}: cannot read {text[1:]!r}: {exc.strerror or exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        shown = source if len(source) <= 80 else source[:77] + "..."
+        raise _UsageError(
+            f"{option} {shown!r} is not valid JSON ({exc}); write an object, "
+            f"e.g. {option} '{_EXAMPLES.get(option, '{}')}'"
+        ) from None
+
+
+def _load_object(text: str, option: str) -> dict[str, Any]:
+    value = _load_json(text, option)
+    if not isinstance(value, dict):
+        raise _UsageError(f"{option} must be a JSON object ({{...}}), not {type(value).__name__}: {text[:80]!r}")
+    return value
+
+
+class _Out:
+    """Where ``run`` reports: short human lines, or one JSON object per line (``--json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def record(self, record: dict[str, Any], human: str) -> None:
+        if self.as_json:
+            print(json.dumps(record, default=str, ensure_ascii=False), flush=True)
+        else:
+            print(human, flush=True)
+
+    def error(self, exc: BaseException, where: str = "") -> None:
+        message = f"{where}{exc}"
+        if self.as_json:
+            record = {"type": "error", "error": type(exc).__name__, "message": message}
+            print(json.dumps(record, default=str, ensure_ascii=False), flush=True)
+        print(f"error: {message}", file=sys.stderr, flush=True)
+
+
+def _resolve(args: argparse.Namespace) -> Any:
+    """What ``args.target`` names (`openenv._core.targets`), checked before anything starts.
+
+    Raises:
+        _UsageError: a target that names nothing (``htp://host``, a missing
+            directory, ``my-env`` without a tag) or a directory that is not an
+            OpenEnv environment: bad usage, exit status 2.
+    """
+    from openenv._blocking.sources import classify_source, is_environment_dir
+    from openenv._core.errors import CheckoutNotRunnable, InvalidURL
+    from openenv._core.targets import check_checkout
+
+    try:
+        where = classify_source(args.target)
+        if where.kind == "checkout":
+            check_checkout(
+                where.target,
+                is_environment=is_environment_dir(where.target),
+                command_given=getattr(args, "command", None) is not None,
+            )
+    except (InvalidURL, CheckoutNotRunnable) as exc:
+        raise _UsageError(str(exc)) from None
+    return where
+
+
+def _server_command(args: argparse.Namespace) -> list[str] | None:
+    import shlex
+
+    text = getattr(args, "command", None)
+    if text is None:
+        return None
+    try:
+        command = shlex.split(text)
+    except ValueError as exc:
+        raise _UsageError(f"--command {text!r}: {exc}") from None
+    if not command:
+        raise _UsageError("--command needs a command, e.g. --command 'python -m uvicorn server.app:app --fd {fd}'")
+    return command
+
+
+@contextlib.contextmanager
+def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
+    """A connected blocking client for ``args.target`` (an in-process echo server when it is ``None``).
+
+    Every target goes through ``Env.from_env``, so the command line reads it by
+    the rules every constructor uses (`openenv._core.targets`).
+    """
+    from openenv.sync import Env
+
+    server = None
+    try:
+        target = args.target
+        where = None
+        if target is None:
+            from openenv.server import EnvServer
+            from openenv.server.echo import EchoEnvironment
+
+            server = EnvServer(EchoEnvironment, host="127.0.0.1", port=0).start()
+            target = server.url
+            out.note(f"started an in-process echo server on {target}")
+        else:
+            where = _resolve(args)
+        opened = time.perf_counter()
+        if where is not None and where.kind == "checkout":
+            env = Env.from_env(
+                target,
+                ready_timeout=args.ready_timeout,
+                install=args.install,
+                command=_server_command(args),
+            )
+        else:
+            env = Env.from_env(target, ready_timeout=args.ready_timeout)
+        with env:
+            if args.target is not None and env.provider is not None:
+                out.note(f"started {target} in {time.perf_counter() - opened:.2f} s: {env.base_url}")
+            yield env
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _status(exc: BaseException) -> int:
+    """The exit status of an error: 2 for a bad option or target (bad usage), else 1."""
+    from openenv._core.errors import InvalidOption, InvalidURL
+
+    return 2 if isinstance(exc, (InvalidOption, InvalidURL)) else 1
+
+
+def _hint(exc: BaseException, args: argparse.Namespace) -> str | None:
+    """A command-line remedy for an error whose message names Python options."""
+    from openenv._core.errors import CheckoutNotRunnable
+
+    if isinstance(exc, CheckoutNotRunnable):
+        return (
+            f"hint: on the command line, --install creates the checkout's .venv and installs it there "
+            f"({_prog()} {args.command_name}{_target_words(args)} --install), and --command 'CMD' starts the "
+            "server your own way ({fd}, {port} and {host} are filled in, e.g. "
+            "--command 'python -m uvicorn server.app:app --fd {fd}')"
+        )
+    return None
+
+
+def _fetch_schema(env: Any) -> dict[str, Any]:
+    """The ``GET /schema`` object of ``env``'s server, with the client's own options (``verify``, headers, timeouts).
+
+    Raises:
+        ConnectError: the request failed.
+        ProtocolError: the answer was not a JSON object.
+    """
+    from openenv._core.errors import ProtocolError
+    from openenv._core.urls import redact_url
+    from openenv._sync.http import get_json
+
+    schema = get_json(env.base_url, "/schema", env.options)
+    if not isinstance(schema, dict):
+        raise ProtocolError(f"{redact_url(env.base_url)}/schema did not answer a JSON object")
+    return schema
+
+
+def _target_words(args: argparse.Namespace) -> str:
+    import shlex
+
+    return "" if args.target is None else " " + shlex.quote(args.target)
+
+
+def _positive_or_zero(text: str) -> int:
+    """A whole number >= 0 (``--steps``, ``--port``), with a readable error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _integer(text: str) -> int:
+    """A whole number (``--seed``, ``--max-sessions``), with a readable error."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds (``--ready-timeout``, ``--idle-timeout``), with a readable error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if value != value or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
+    return value
+
+
+_TARGET_HELP = (
+    "a server URL (http://..., https://...), a Docker image with its tag (name:tag), a Hugging Face Space id "
+    "(owner/name) or a local environment checkout directory (./path); prefix docker: or space: to force the "
+    "kind. Default: the built-in echo environment on an in-process server on 127.0.0.1"
+)
+
+
+def _prog() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name.startswith("openenv-twin") else "python -m openenv"
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", nargs="?", default=None, metavar="TARGET", help=_TARGET_HELP)
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="for a checkout without a .venv: create one in the checkout and install the checkout there first",
+    )
+    parser.add_argument(
+        "--command",
+        metavar="CMD",
+        default=None,
+        help="for a checkout: the command that starts its server, instead of the interpreter openenv picks "
+        "({fd}, {port} and {host} are filled in; e.g. 'python -m uvicorn server.app:app --fd {fd}')",
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a started server may take to become healthy (default: 60)",
+    )

@@ -1,0 +1,100 @@
+"""``prune``: remove the containers and local servers of dead programs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _prune_processes(args: argparse.Namespace) -> None:
+    """List (and end) local server processes this library started, from its process registry."""
+    from openenv._blocking.lifetimes import prune_processes
+
+    for record, verdict in prune_processes(everything=args.all, dry_run=args.dry_run):
+        shown = {"keep": "kept (owner alive; --all removes it)", "forget": "already gone (record dropped)"}.get(
+            verdict, "would stop" if args.dry_run else "stopped"
+        )
+        if verdict == "forget" and args.dry_run:
+            shown = "already gone"
+        command = " ".join(record.command)[:60]
+        print(f"process pid={record.pid:<8} owner={record.owner_pid:<8} {command:60} {shown}")
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    """List (and remove) containers and local server processes this library started that are still around."""
+    import os
+
+    from openenv._blocking import docker as _docker
+    from openenv._core.errors import DockerUnavailable, OpenEnvError
+
+    _prune_processes(args)
+    try:
+        client = _docker.connect_client(30)
+    except DockerUnavailable as exc:
+        print(f"containers skipped: {exc}", file=sys.stderr)
+        return 0
+    except OpenEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        found = _docker.list_managed(client)
+        if not found:
+            print("no containers started by openenv")
+            return 0
+        removed = 0
+        for item in found:
+            owner = item.pid
+            alive = owner is not None and _pid_alive(owner) and owner != os.getpid()
+            keep = alive and not args.all
+            verdict = "kept (owner alive; --all removes it)" if keep else "would remove" if args.dry_run else "removed"
+            if not keep and not args.dry_run:
+                _docker.remove_container(client, item.id)
+                removed += 1
+            print(f"{item.name:40} {item.image:40} {item.status:24} pid={owner} {verdict}")
+        print(f"{removed} removed, {len(found) - removed} left")
+        return 0
+    except OpenEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+
+
+def _pid_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_PRUNE_EPILOG = """\
+Containers started by this library carry the label org.openenv.managed=1 and
+the starting process's PID; local server processes are recorded with their
+start time and their owner's (a PID alone is never trusted, PIDs get reused).
+prune removes those whose owner process is gone.
+
+examples:
+  %(prog)s --dry-run
+  %(prog)s --all
+"""
+
+
+def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
+    """The ``prune`` command."""
+    p_prune = commands.add_parser(
+        "prune",
+        help="remove containers and local servers openenv started whose owner process is gone",
+        description="List, and remove, the containers and local server processes this library started\n"
+        "that are still around.",
+        epilog=_PRUNE_EPILOG,
+        formatter_class=raw,
+    )
+    p_prune.add_argument("--all", action="store_true", help="also remove those of live processes")
+    p_prune.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p_prune.set_defaults(func=_cmd_prune)

@@ -1,0 +1,126 @@
+"""``serve``: serve an environment over the OpenEnv protocol."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .._core.loader import load_factory
+from ._common import _integer, _positive_or_zero, _seconds, _UsageError
+
+
+def _default_max_sessions() -> int:
+    raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
+    if not raw:
+        return 1
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _UsageError(f"MAX_CONCURRENT_ENVS must be an integer, not {raw!r}") from None
+    return value
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from openenv.server import EnvServer
+
+    try:
+        factory = load_factory(args.factory)
+    except (ImportError, ValueError) as exc:
+        print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
+        return 2
+    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
+    if args.asgi:
+        return _serve_asgi(factory, args, max_sessions)
+    try:
+        server = EnvServer(
+            factory,
+            host=args.host,
+            port=args.port,
+            max_sessions=max_sessions,
+            idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+            max_pending=args.max_pending,
+        )
+    except (TypeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def ready(srv: EnvServer) -> None:
+        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)
+
+    try:
+        server.serve_forever(on_ready=ready)
+    except OSError as exc:
+        print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> int:
+    """``serve --asgi``: the ASGI app under uvicorn (``POST /reset``, ``/step``, ``/mcp`` included)."""
+    try:
+        import uvicorn
+
+        from openenv.server.asgi import create_app
+    except ImportError as exc:
+        print(f"error: --asgi needs starlette and uvicorn (pip install 'openenv-twin[server]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(factory, max_sessions=max_sessions, idle_timeout=args.idle_timeout or None)
+    except (TypeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    return 0
+
+
+_SERVE_EPILOG = """\
+MODULE:FACTORY names an Environment subclass or a zero-argument callable
+(dotted attributes allowed); 'echo' is the built-in echo environment. When the
+server listens, one line "serving NAME on http://HOST:PORT" goes to stderr.
+Stops on Ctrl-C or SIGTERM.
+
+examples:
+  %(prog)s echo --port 8000
+  %(prog)s openenv.server.tools_demo:ToolsDemoEnvironment --port 0
+  %(prog)s my_pkg.envs:ChessEnv --host 0.0.0.0 --max-sessions 8
+"""
+
+
+def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
+    """The ``serve`` command."""
+    p_serve = commands.add_parser(
+        "serve",
+        help="serve an environment over the OpenEnv protocol",
+        description="Serve an environment with openenv.server.EnvServer until Ctrl-C or SIGTERM.",
+        epilog=_SERVE_EPILOG,
+        formatter_class=raw,
+    )
+    p_serve.add_argument("factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'")
+    p_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    p_serve.add_argument("--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)")
+    p_serve.add_argument(
+        "--max-sessions",
+        type=_integer,
+        default=None,
+        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
+    )
+    p_serve.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=300.0,
+        help="close a session after this many seconds without a client message; 0: never (default: 300)",
+    )
+    p_serve.add_argument(
+        "--max-pending",
+        type=_integer,
+        default=64,
+        help="connections still in their handshake, at most; more get 503 at once (default: 64)",
+    )
+    p_serve.add_argument(
+        "--asgi",
+        action="store_true",
+        help="serve the ASGI app under uvicorn (POST /reset, /step, /mcp too; needs openenv-twin[server])",
+    )
+    p_serve.set_defaults(func=_cmd_serve)

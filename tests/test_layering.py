@@ -1,0 +1,135 @@
+"""The import picture: every room imports only rooms below it, and no import closes a circle.
+
+Read from the source with ``ast`` (every ``import``, the lazy ones inside
+functions included: ``_blocking/ray.py`` once reached up into the CLI from a
+method, which closed the only cycle), so no module is executed here.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import pathlib
+
+import openenv._core
+
+SRC = pathlib.Path(openenv._core.__file__).resolve().parent.parent  # src/openenv
+
+#: What each room may import (besides itself).  Anything not listed is refused.
+ALLOWED: dict[str, set[str]] = {
+    "_core": set(),
+    "_adapters": {"_core"},
+    "_blocking": {"_core", "server"},  # Ray's actor serves an EnvServer
+    "_shim_async": {"_core", "_adapters", "_blocking"},
+    "_shim_sync": {"_core", "_adapters", "_blocking"},
+    "_async": {"_core", "_adapters", "_blocking", "_shim_async"},
+    "_sync": {"_core", "_adapters", "_blocking", "_shim_sync"},
+    "server": {"_core", "_facade"},
+    "_reaper": {"_core", "_blocking"},
+    "_facade": {"_shared"},
+    "_shared": {"_core"},
+    "sync": {"_core", "_facade", "_shared", "_sync"},
+    "aio": {"_core", "_facade", "_shared", "_async"},
+    "_cli": {"_core", "_adapters", "_blocking", "server", "sync", "_sync"},
+    "__main__": {"_cli"},
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = ["openenv", *path.relative_to(SRC).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module name -> the ``openenv.*`` names it imports (anywhere in its body)."""
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    for path in SRC.rglob("*.py"):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                names = [source] + [f"{source}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found[module].update(n for n in names if n.startswith("openenv."))
+    return found
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _room_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = collections.defaultdict(set)
+    for module, names in _imports().items():
+        for name in names:
+            if _room(name) != _room(module):
+                graph[_room(module)].add(_room(name))
+    return graph
+
+
+def test_every_room_imports_only_what_it_may() -> None:
+    graph = _room_graph()
+    assert set(graph) - set(ALLOWED) <= {"openenv"}, f"rooms without a rule: {set(graph) - set(ALLOWED)}"
+    upward = {room: sorted(targets - ALLOWED[room]) for room, targets in graph.items() if targets - ALLOWED[room]}
+    assert upward == {}, f"imports against the layering: {upward}"
+
+
+def test_core_and_blocking_never_reach_up() -> None:
+    bad = {
+        module: sorted(
+            n for n in names if _room(n) in {"_async", "_sync", "_blocking", "_cli", "server", "sync", "aio"}
+        )
+        for module, names in _imports().items()
+        if _room(module) == "_core"
+    }
+    assert not any(bad.values()), bad
+    bad = {
+        module: sorted(n for n in names if _room(n) in {"_cli", "sync", "aio", "_async", "_sync", "_facade"})
+        for module, names in _imports().items()
+        if _room(module) == "_blocking"
+    }
+    assert not any(bad.values()), bad
+
+
+def test_no_import_cycle_between_rooms() -> None:
+    graph = _room_graph()
+    state: dict[str, int] = {}
+
+    def visit(room: str, path: list[str]) -> None:
+        state[room] = 1
+        for target in sorted(graph.get(room, ())):
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, room, target]))
+            if target not in state:
+                visit(target, [*path, room])
+        state[room] = 2
+
+    for room in sorted(graph):
+        if room not in state:
+            visit(room, [])
+
+
+def test_one_loader_for_module_attr_specs() -> None:
+    from openenv import _cli
+    from openenv._blocking import ray
+    from openenv._core import loader
+
+    assert _cli.load_factory is loader.load_factory
+    assert getattr(ray, "load_factory") is loader.load_factory  # noqa: B009 - not re-exported
+    assert getattr(ray, "load_object") is loader.load_object  # noqa: B009
+    definers = sorted(
+        _module_name(p)
+        for p in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef) and node.name in ("load_factory", "load_object")
+    )
+    assert definers == ["openenv._core.loader", "openenv._core.loader"]
