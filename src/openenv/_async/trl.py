@@ -71,8 +71,8 @@ class _Shared:
         self.name = name
         self.pool = pool  # sessions are checked out of it (the caller owns the pool)
         self.base_url = base_url
-        self.root = root  # the client that owns the provider (Docker container, process), if any
-        # the servers the instances' sessions go to: the first one, and more started on demand
+        # the servers the instances' sessions go to: the first one (``root`` owns its container or
+        # process, if the class started it), and more started on demand
         self.servers = servers if servers is not None else ServerSet(Server(base_url, root))
         self.options = options
         self.reset_keys = reset_keys

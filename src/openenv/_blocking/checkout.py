@@ -33,7 +33,7 @@ from .._core.checkout import (
 )
 from .._core.errors import ProviderError
 
-__all__ = ["gather_facts", "probe_current", "install_checkout", "choose_plan", "Launch", "prepare", "app_choice"]
+__all__ = ["gather_facts", "probe_current", "install_checkout", "Launch", "prepare", "app_choice", "package_root"]
 
 logger = logging.getLogger("openenv.checkout")
 
@@ -159,11 +159,6 @@ def _install_checkout(directory: str, timeout: float) -> str:
                 shutil.rmtree(venv)
             raise
     return python
-
-
-def choose_plan(directory: str, app: str, *, install: bool = False) -> Plan:
-    """The interpreter only (see `prepare()`, which also chooses the app)."""
-    return prepare(directory, app, install=install).plan
 
 
 @dataclass(frozen=True)

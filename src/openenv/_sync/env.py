@@ -402,7 +402,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
           the app's module imports relative to the package root (``from
           ..models import ...``, as OpenEnv's chess and grid_world do), the
           server runs ``<package>.server.app:app`` as their Dockerfiles do
-          (see [`CheckoutProvider`][openenv.sync.CheckoutProvider]).
+          (the provider's ``served_app`` says which app runs).
 
           ``command`` replaces all of that: ``{fd}`` is filled in with the
           listening socket's file descriptor, ``{port}`` with its port (without

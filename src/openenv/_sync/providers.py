@@ -457,7 +457,7 @@ class CheckoutProvider(ProcessProvider):
     package from ``pyproject.toml`` (``[tool.setuptools] package-dir`` or
     ``packages``) or the directory's name, importable from the checkout's
     parent directory (through a symbolic link when the directory has another
-    name).  [`served_app`][openenv.sync.CheckoutProvider] and the repr say which
+    name).  ``served_app`` and the repr say which
     app runs, and the logger ``openenv.checkout`` says why.
 
     Args:
