@@ -23,6 +23,15 @@ from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
 from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error
 from .._core.result import StepResult
+from .._core.servers import (
+    assign,
+    check_max_servers,
+    grow,
+    limit_from,
+    overcommitted,
+    overcommitted_message,
+    servers_needed,
+)
 from .._shim_async import run_all, sleep, ws_wait_any
 from .bootstrap import start_providers
 from .connection import _Sent
@@ -146,6 +155,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
         self._providers: list[Provider | None] = [None] * len(urls)
         self._factory: Callable[[int], Provider] | None = None
+        self._max_servers: int | None = None  # the cap on servers started by the factory
+        self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening
         self._ready_timeout: float | None = READY_TIMEOUT
         self._guard = InFlight()
         self._flight: dict[int, tuple[Job, _Sent, Callable[[dict[str, Any]], Any], float]] = {}
@@ -167,6 +178,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         factory: Callable[[int], Provider],
         *,
         size: int,
+        max_servers: int | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         autoreset: bool = False,
@@ -176,17 +188,27 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         capacity_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> Self:
-        """Start ``size`` servers, one per session, and return the pool with every session open.
+        """Start one server per session (up to ``max_servers``) and return the pool with every session open.
 
-        ``factory(i)`` makes the provider of session ``i`` (it is called again
-        for ``replace(i)`` and for new sessions of ``resize``).  The servers
-        start in parallel (every one starts before any is waited on); closing
-        the pool stops them.  On any failure every server started is stopped
-        before the error propagates.
+        ``factory(i)`` makes the provider of server ``i``, which is session
+        ``i``'s (it is called again for ``replace(i)`` and for new servers of
+        ``resize``).  The servers start in parallel (every one starts before any
+        is waited on); closing the pool stops them.  On any failure every server
+        started is stopped before the error propagates.
+
+        One server per session works with any server, including the many that
+        hold one session (OpenEnv's default ``max_concurrent_envs``).  With
+        ``max_servers`` below ``size``, that many servers start and the
+        sessions share them round-robin (session ``i`` on server ``i %
+        max_servers``), so each server must hold ``ceil(size / max_servers)``
+        sessions; a server that refuses one says how many it holds
+        (``CAPACITY_REACHED``), and the pool then raises at once, naming the
+        ``max_servers`` it needs, instead of waiting ``capacity_timeout``.
 
         Args:
             factory: returns the (not yet started) provider for an index.
-            size: the number of servers and sessions.
+            size: the number of sessions.
+            max_servers: the most servers to start (default ``None``: one per session).
             ready_timeout: seconds for each server to answer ``GET /health``.
             codec: as for ``EnvPool(...)``, or ``"schema"`` (built from the
                 first server's ``GET /schema``).
@@ -206,14 +228,20 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 stopped, and ``failures`` holds each failed session index's error.
             PoolError: a session could not be opened (``errors`` by index); every server was stopped.
             CapacityReached: a server stayed full for ``capacity_timeout``
-                seconds; every server was stopped.
+                seconds, or holds fewer sessions than ``max_servers`` puts on
+                it; every server was stopped.
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         check_size(size)
+        cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         ClientOptions.of(options)
-        providers = _make_providers(factory, range(size), options)
-        urls = await _start(providers, range(size), ready_timeout)
+        count = servers_needed(size, None, cap)  # a server's limit is not known yet: one session each
+        placement = assign(size, count)
+        started = _make_providers(factory, range(count), options)
+        server_urls = await _start(started, range(count), ready_timeout)
+        providers = [started[server] for server in placement]
+        urls = [server_urls[server] for server in placement]
         try:
             resolved = await _schema_codec(codec, urls[0], options)
             pool = cls(
@@ -227,10 +255,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 **options,
             )
         except BaseException:
-            await _stop_all(providers)
+            await _stop_all(started)
             raise
         pool._providers = list(providers)
         pool._factory = factory
+        pool._max_servers = cap
         pool._ready_timeout = ready_timeout
         try:
             await pool.connect()
@@ -245,6 +274,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         image: str,
         *,
         size: int,
+        max_servers: int | None = None,
         env_vars: Mapping[str, str] | None = None,
         run_options: Mapping[str, Any] | None = None,
         pull: bool | None = None,
@@ -262,10 +292,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         Each container is a [`DockerProvider`][openenv.sync.DockerProvider] publishing
         port 8000 on a port Docker picks; they start in parallel and are
         removed when the pool closes (or when anything fails on the way).
+        With ``max_servers`` below ``size``, that many containers hold the
+        sessions (see [`from_provider()`][openenv.sync.EnvPool.from_provider]).
 
         Args:
             image: the image reference, such as ``"echo-env:latest"``.
-            size: the number of containers and sessions.
+            size: the number of sessions (and of containers, up to ``max_servers``).
+            max_servers: the most containers (default ``None``: one per session).
             env_vars: environment variables for every container.
             run_options: extra docker-py ``containers.create`` options.
             pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
@@ -293,6 +326,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         return await cls.from_provider(
             factory,
             size=size,
+            max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
             autoreset=autoreset,
@@ -309,6 +343,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         source: str,
         *,
         size: int,
+        max_servers: int | None = None,
         use_docker: bool = True,
         tag: str = "latest",
         registry: str | None = None,
@@ -337,12 +372,17 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
           parallel (with ``install=True`` the checkout's ``.venv`` is created
           once, for all of them).
 
+        One server per session works with servers that hold one session, as
+        most of OpenEnv's do; ``max_servers`` caps the servers (the sessions
+        then share them, see [`from_provider()`][openenv.sync.EnvPool.from_provider]).
         Servers started here are stopped when the pool closes.
 
         Args:
             source: a URL, a Docker image, a local checkout directory, or a
                 Space id ``owner/name`` (the rules of ``Env.from_env``).
             size: the number of sessions (and of servers, unless ``source`` is a URL).
+            max_servers: the most servers to start (default ``None``: one per
+                session; not used for a URL).
             use_docker: run a Space's image (``True``) or use the hosted Space.
             tag: the Space image's tag.
             registry: the registry of Space images.
@@ -407,6 +447,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         return await cls.from_provider(
             factory,
             size=size,
+            max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
             autoreset=autoreset,
@@ -426,7 +467,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     @property
     def providers(self) -> list[Provider | None]:
-        """The providers of the servers the pool started, by index (``None`` for given URLs)."""
+        """The providers of the servers the pool started, by session index (``None`` for given URLs).
+
+        Sessions that share a server (``max_servers`` below the size) share its provider.
+        """
         return list(self._providers)
 
     @property
@@ -517,9 +561,31 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 await env.connect()
                 return
             except CapacityReached as exc:
+                self._check_overcommitted(env, exc)
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
                 await _pause(deadline.cap(next(delays)), stop)
+
+    def _check_overcommitted(self, env: Env[ActT, ObsT, StateT], exc: CapacityReached) -> None:
+        """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
+        sessions = [*zip(self._envs, self._urls, strict=True), *self._growing]
+        url = next((url for known, url in sessions if known is env), None)
+        if url is None:
+            return
+        limit = limit_from(exc.details)
+        ours = sum(1 for _, known in sessions if known == url)
+        if limit is None or not overcommitted(ours, limit):
+            return
+        if self._factory is not None:
+            servers = len(_unique(self._providers))
+            message = overcommitted_message(len(sessions), servers, limit, self._max_servers)
+        else:
+            message = (
+                f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
+                f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
+                "or raise the server's MAX_CONCURRENT_ENVS"
+            )
+        raise CapacityReached(f"{exc.message}; {message}", exc.code, exc.details) from None
 
     async def close(self) -> None:
         """Close every session and stop every server the pool started.
@@ -535,7 +601,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         self._flight.clear()
         self._core.unqueue()
         outcomes = await run_all([env.close for env in self._envs], _noop)
-        outcomes += await run_all([p.stop for p in self._providers if p is not None], _noop)
+        outcomes += await run_all([p.stop for p in _unique(self._providers)], _noop)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -822,6 +888,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 await self._connect_env(env, deadline, stop)
                 return await env.reset(**kwargs)
             except CapacityReached as exc:
+                self._check_overcommitted(env, exc)
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
                 await _pause(deadline.cap(next(delays)), stop)
@@ -1002,7 +1069,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._envs[index] = self._new_env(self._urls[index])
             await _quietly(old.close)
             try:
-                if self._factory is not None:
+                shared = provider is not None and sum(p is provider for p in self._providers) > 1
+                if self._factory is not None and not shared:  # a server of its own: a new one
                     self._providers[index] = None
                     if provider is not None:
                         await _quietly(provider.stop)
@@ -1049,7 +1117,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             if size < old:
                 self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
                 self._forget(range(size, old))
-                envs, providers = self._envs[size:], [p for p in self._providers[size:] if p is not None]
+                kept = _unique(self._providers[:size])
+                envs = self._envs[size:]
+                providers = [p for p in _unique(self._providers[size:]) if not any(p is k for k in kept)]
                 del self._envs[size:], self._providers[size:], self._urls[size:]
                 outcomes = await run_all([env.close for env in envs], _noop)
                 outcomes += await run_all([p.stop for p in providers], _noop)
@@ -1059,20 +1129,32 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 return
             indices = range(old, size)
             providers_new: list[Provider | None] = [None] * len(indices)
+            started: list[Provider] = []
             if self._factory is not None:
-                started = _make_providers(self._factory, indices, self._env_options)
-                urls = await _start(started, indices, self._ready_timeout)
-                providers_new = list(started)
+                running = _unique(self._providers)
+                loads = [sum(p is server for p in self._providers) for server in running]
+                chosen = grow(loads, len(indices), self._max_servers)
+                fresh = [i for i, server in zip(indices, chosen, strict=True) if server >= len(running)]
+                started = _make_providers(self._factory, fresh, self._env_options)
+                fresh_urls = await _start(started, fresh, self._ready_timeout) if started else []
+                servers = [*running, *started]
+                firsts = [next(i for i, q in enumerate(self._providers) if q is p) for p in running]
+                server_urls = [self._urls[i] for i in firsts] + fresh_urls
+                providers_new = [servers[server] for server in chosen]
+                urls = [server_urls[server] for server in chosen]
             else:
                 urls = [self._urls[i % old] for i in indices]
             envs_new = [self._new_env(url) for url in urls]
             if self._opened:
+                self._growing = list(zip(envs_new, urls, strict=True))
                 try:
                     await self._open_envs(envs_new, indices)
                 except BaseException:
                     await run_all([env.close for env in envs_new], _noop)
-                    await _stop_all([p for p in providers_new if p is not None])
+                    await _stop_all(started)
                     raise
+                finally:
+                    self._growing = []
             self._envs += envs_new
             self._providers += providers_new
             self._urls += urls
@@ -1223,6 +1305,15 @@ async def _start(providers: Sequence[Provider], indices: Sequence[int], ready_ti
 
 async def _stop_all(providers: Sequence[Provider]) -> None:
     await run_all([p.stop for p in providers], _noop)
+
+
+def _unique(providers: Sequence[Provider | None]) -> list[Provider]:
+    """The distinct providers (sessions that share a server share its provider), in order."""
+    seen: list[Provider] = []
+    for provider in providers:
+        if provider is not None and not any(provider is known for known in seen):
+            seen.append(provider)
+    return seen
 
 
 async def _quietly(fn: Callable[[], Any]) -> None:

@@ -32,12 +32,14 @@ from .._core import mcp
 from .._core import trl as core
 from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
 from .._core.options import EnvOptions
+from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
 from .._core.urls import redact_url
 from .._shim_async import run_to_completion, sleep
 from .env import Env
 from .http import get_json
 from .pool import EnvPool
 from .providers import Provider
+from .servers import Server, ServerSet
 
 if TYPE_CHECKING:
     from .._core.tool_models import Tool
@@ -65,11 +67,14 @@ class _Shared:
         raise_tool_errors: bool,
         capacity_timeout: float | None,
         pool: EnvPool[Any, Any, Any] | None = None,
+        servers: ServerSet | None = None,
     ) -> None:
         self.name = name
         self.pool = pool  # sessions are checked out of it (the caller owns the pool)
         self.base_url = base_url
-        self.root = root  # the client that owns the provider (Docker container, process), if any
+        # the servers the instances' sessions go to: the first one (``root`` owns its container or
+        # process, if the class started it), and more started on demand
+        self.servers = servers if servers is not None else ServerSet(Server(base_url, root))
         self.options = options
         self.reset_keys = reset_keys
         self.reward = reward
@@ -122,8 +127,7 @@ class _Shared:
             for instance in instances:
                 await instance._close_session()
         finally:
-            if self.root is not None:
-                await self.root.close()  # a pool passed in stays open: its owner closes it
+            await self.servers.close()  # every server started for the class; a pool passed in stays open
 
     def at_exit(self) -> None:
         if self.closed:
@@ -198,6 +202,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.done: bool = False
         self._env: Env[Any, Any, Any] | None = None
         self._checkout: Any = None  # the pool checkout holding ``_env``, when the class uses a pool
+        self._server: Server | None = None  # the server of ``_env`` (not for a pool)
         type(self)._openenv.add(self)
 
     @property
@@ -251,6 +256,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         shared = self._openenv
         deadline = Deadline(shared.capacity_timeout)
         delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
+        refusal: CapacityReached | None = None  # the last one, for the error when waiting ends
         while True:
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
@@ -269,19 +275,38 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                         continue
                     self._checkout = checkout
                 else:
-                    self._env = Env(shared.base_url, **shared.options)
+                    server = await shared.servers.acquire()
+                    if server is None:  # every server is full and no more may start: wait
+                        if deadline.expired:
+                            code, details = (refusal.code, refusal.details) if refusal else ("CAPACITY_REACHED", {})
+                            raise CapacityReached(self._still_full(refusal), code, details) from None
+                        await sleep(deadline.cap(next(delays)))
+                        continue
+                    self._server = server
+                    self._env = Env(server.base_url, **shared.options)
             try:
                 return await self._env.reset(**kwargs)
             except CapacityReached as exc:
+                refusal = exc
+                server, self._server = self._server, None
+                if server is not None:  # try again where the servers' limit now says there is room
+                    env, self._env = self._env, None
+                    await env.close()
+                    if shared.servers.refused(server, exc):
+                        continue
                 if deadline.expired:
-                    raise CapacityReached(
-                        f"{exc.message}; still full after {shared.capacity_timeout} s of retrying. "
-                        "Run fewer instances at once or raise the server's MAX_CONCURRENT_ENVS "
-                        "(it must be at least the generation batch size)",
-                        exc.code,
-                        exc.details,
-                    ) from None
+                    raise CapacityReached(self._still_full(exc), exc.code, exc.details) from None
                 await sleep(deadline.cap(next(delays)))
+
+    def _still_full(self, exc: CapacityReached | None) -> str:
+        shared = self._openenv
+        servers = shared.servers
+        where = f"{exc.message}; " if exc is not None else ""
+        more = f"raise max_servers (now {servers.cap}), " if servers.grows else ""
+        return (
+            f"{where}still full after {shared.capacity_timeout} s of retrying. Run fewer instances at once, "
+            f"{more}raise the server's MAX_CONCURRENT_ENVS (the servers must hold the generation batch size)"
+        )
 
     async def _call_tool(self, spec: core.MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         shared = self._openenv
@@ -332,7 +357,10 @@ class TRLEnvironment(metaclass=_ToolsMeta):
     async def _close_session(self) -> None:
         env, self._env = self._env, None
         checkout, self._checkout = self._checkout, None
+        server, self._server = self._server, None
         self._openenv.discard(self)
+        if server is not None:
+            self._openenv.servers.release(server)
         if checkout is not None:
             await checkout.__aexit__(None, None, None)  # back to the pool, which keeps it open
         elif env is not None:
@@ -413,6 +441,7 @@ async def environment_factory(
     port: int | None = None,
     command: Sequence[str] | None = None,
     ready_timeout: float | None = 60.0,
+    max_servers: int | None = DEFAULT_MAX_SERVERS,
     **options: Unpack[EnvOptions],
 ) -> type[TRLEnvironment]:
     """A TRL environment class for an OpenEnv environment, generated from its tools and schema.
@@ -439,16 +468,21 @@ async def environment_factory(
     returned as text or raised.  Once the environment reports ``done``, tools
     answer that the episode is over without reaching the server.
 
-    Sessions: this call starts (or attaches to) ONE server for the whole
-    class, lists its tools and reads its schema (the methods must exist before
-    TRL looks at the class); the server lives until ``cls.close()`` or
-    interpreter exit.  Each instance opens its own session on its first
-    ``reset``, waiting with backoff while the server is at capacity (set
-    the server's session limit to at least the number of rollouts in a
-    generation batch: ``python -m openenv serve ... --max-sessions N``, or
-    ``MAX_CONCURRENT_ENVS`` for OpenEnv's servers; TRL's probe instance opens
-    no session until it is reset, and TRL 1.16 reuses it as a rollout's), and
-    ends it on ``instance.close()``, ``cls.close()`` or exit.
+    Sessions: this call starts (or attaches to) one server, lists its tools
+    and reads its schema (the methods must exist before TRL looks at the
+    class); the servers live until ``cls.close()`` or interpreter exit.  Each
+    instance opens its own session on its first ``reset`` and ends it on
+    ``instance.close()``, ``cls.close()`` or exit.  TRL makes one instance per
+    rollout of the generation batch, so a run needs that many sessions at once
+    (TRL's probe instance opens no session until it is reset, and TRL 1.16
+    reuses it as a rollout's).  When the target is a Docker image, a Space's
+    image or a checkout and its server refuses a session (``CAPACITY_REACHED``,
+    which says how many it holds: most of OpenEnv's servers hold one), the
+    class starts another server of it, and another, up to ``max_servers``;
+    beyond that, and for a URL, an instance waits with backoff up to
+    ``capacity_timeout`` for a session to end (or raise the server's session
+    limit to at least the generation batch size: ``python -m openenv serve ...
+    --max-sessions N``, or ``MAX_CONCURRENT_ENVS`` for OpenEnv's servers).
 
     With an [`EnvPool`][openenv.sync.EnvPool] as ``target``, no server is
     started and no session opened: each instance checks a session out of the
@@ -486,6 +520,9 @@ async def environment_factory(
         port: as for ``Env.from_env``.
         command: as for ``Env.from_env``.
         ready_timeout: as for ``Env.from_env``.
+        max_servers: the most servers the class runs for a Docker image or a
+            checkout whose servers are full (default 8; ``None``: no cap).  Not
+            used for a URL, a provider or a pool, nor with ``port``.
         **options: the connection options of ``Env(...)``, used by every
             instance and by the schema and metadata requests made here:
             ``verify=`` (a CA bundle for a private CA), ``headers=``, timeouts.
@@ -505,6 +542,7 @@ async def environment_factory(
         raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
     if capacity_timeout is not None and capacity_timeout < 0:
         raise ValueError(f"capacity_timeout must be >= 0 seconds or None, not {capacity_timeout!r}")
+    max_servers = check_max_servers(max_servers)
     keys: frozenset[str] | None | bool = False
     if isinstance(reset_keys, str):
         if reset_keys != "all":
@@ -514,6 +552,7 @@ async def environment_factory(
         keys = frozenset(reset_keys)
     root: Env[Any, Any, Any] | None = None
     pool: EnvPool[Any, Any, Any] | None = None
+    start: Callable[[], Any] | None = None  # starts one more server of the target
     if isinstance(target, EnvPool):
         pool = target
         await pool.connect()
@@ -526,17 +565,23 @@ async def environment_factory(
             options["headers"] = hosted_headers(where.target, options.get("headers"))
             probe = Env(where.target, **options)
         else:
-            root = probe = await Env.from_env(
-                target,
-                use_docker=use_docker,
-                tag=tag,
-                registry=registry,
-                env_vars=env_vars,
-                port=port,
-                command=command,
-                ready_timeout=ready_timeout,
-                **options,
-            )
+            source = target
+
+            async def start_one() -> Env[Any, Any, Any]:
+                return await Env.from_env(
+                    source,
+                    use_docker=use_docker,
+                    tag=tag,
+                    registry=registry,
+                    env_vars=env_vars,
+                    port=port,
+                    command=command,
+                    ready_timeout=ready_timeout,
+                    **options,
+                )
+
+            root = probe = await start_one()
+            start = start_one if port is None else None  # one fixed port holds one server
     else:
         root = probe = await Env.from_provider(target, ready_timeout=ready_timeout, **options)
     try:
@@ -579,6 +624,7 @@ async def environment_factory(
         raise_tool_errors=raise_tool_errors,
         capacity_timeout=capacity_timeout,
         pool=pool,
+        servers=ServerSet(Server(base_url, root), start=start, max_servers=max_servers),
     )
     listing = ", ".join(spec.name for spec in specs)
     namespace: dict[str, Any] = {

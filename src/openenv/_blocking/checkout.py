@@ -1,32 +1,48 @@
 """The IO behind running a local environment checkout: gather facts, probe, install.
 
-The decision itself is `openenv._core.checkout.choose_interpreter()`.
+The decisions themselves are `openenv._core.checkout.choose_interpreter()`
+(which Python) and `openenv._core.checkout.choose_app()` (which app).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-from .._core.checkout import INSTALL, PROBE, CheckoutFacts, Plan, choose_interpreter, venv_python_path
+from .._core.checkout import (
+    INSTALL,
+    PROBE,
+    AppChoice,
+    CheckoutFacts,
+    Plan,
+    choose_app,
+    choose_interpreter,
+    needs_package_app,
+    package_name,
+    scan_app_source,
+    venv_python_path,
+)
 from .._core.errors import ProviderError
 
-__all__ = ["gather_facts", "probe_current", "install_checkout", "choose_plan"]
+__all__ = ["gather_facts", "probe_current", "install_checkout", "Launch", "prepare", "app_choice", "package_root"]
+
+logger = logging.getLogger("openenv.checkout")
 
 #: Seconds the current interpreter gets to import uvicorn and the app.
 PROBE_TIMEOUT = 60.0
 #: Seconds ``install=True`` gets to create the venv and pip-install the checkout.
 INSTALL_TIMEOUT = 1800.0
 
-_PROBE = (
-    "import sys, importlib\nsys.path.insert(0, sys.argv[1])\nimport uvicorn\nimportlib.import_module(sys.argv[2])\n"
-)
+_PROBE = "import sys, importlib\nimport uvicorn\nimportlib.import_module(sys.argv[1])\n"
 
 
 def gather_facts(directory: str, app: str, *, install: bool = False) -> CheckoutFacts:
@@ -47,17 +63,24 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def probe_current(directory: str, app: str, timeout: float = PROBE_TIMEOUT) -> str:
-    """Whether this interpreter can import ``uvicorn`` and ``app``'s module with ``directory`` on ``sys.path``.
+def probe_current(
+    directory: str, app: str, timeout: float = PROBE_TIMEOUT, env: Mapping[str, str] | None = None
+) -> str:
+    """Whether this interpreter can import ``uvicorn`` and ``app``'s module, as the server would.
 
-    Runs in a subprocess (importing the app may have side effects).  Returns
-    ``""`` on success, else the last line of the error.
+    Runs in a subprocess (importing the app may have side effects), in
+    ``directory``, with the server's environment: ``env`` over ``os.environ``
+    (the ``env_vars`` given to ``from_env`` and the ``PYTHONPATH`` the server
+    gets; ``directory`` when ``env`` sets none).  Returns ``""`` on success,
+    else the last line of the error.
     """
     module = app.partition(":")[0]
+    environment = {**os.environ, "PYTHONPATH": directory, **(env or {})}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, directory, module],
+            [sys.executable, "-c", _PROBE, module],
             cwd=directory,
+            env=environment,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -138,17 +161,102 @@ def _install_checkout(directory: str, timeout: float) -> str:
     return python
 
 
-def choose_plan(directory: str, app: str, *, install: bool = False) -> Plan:
-    """Gather the facts, probe the current interpreter if it comes to that, install if asked.
+@dataclass(frozen=True)
+class Launch:
+    """How to run a checkout's server: the interpreter, the app, and the server's ``PYTHONPATH``."""
+
+    plan: Plan
+    choice: AppChoice
+    pythonpath: str
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def app_choice(directory: str, app: str) -> tuple[AppChoice, str | None]:
+    """The app to serve, decided from the checkout's ``pyproject.toml`` and its app module's source.
+
+    Returns:
+        The choice and the checkout's package name (``None`` when unknown).
+    """
+    directory = directory.rstrip("/") or "/"
+    package = package_name(_read(os.path.join(directory, "pyproject.toml")), os.path.basename(directory))
+    module = app.partition(":")[0]
+    base = os.path.join(directory, *module.split("."))
+    source = _read(base + ".py")
+    if source is None:
+        source = _read(os.path.join(base, "__init__.py"))
+    reason = scan_app_source(source, module, package) if source is not None else ""
+    return choose_app(app, package, reason), package
+
+
+def package_root(directory: str, package: str) -> str:
+    """A directory from which ``import <package>`` finds the checkout.
+
+    The checkout's parent when the checkout is named ``package``; else a
+    private directory (``$TMPDIR/openenv-packages-<uid>/<hash>``) holding a
+    symbolic link ``<package>`` to the checkout, made once and reused.
+    """
+    directory = os.path.realpath(directory)
+    if os.path.basename(directory) == package:
+        return os.path.dirname(directory)
+    digest = hashlib.sha256(directory.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    top = os.path.join(tempfile.gettempdir(), f"openenv-packages-{os.getuid()}")
+    os.makedirs(top, mode=0o700, exist_ok=True)
+    if os.stat(top).st_uid != os.getuid() or not os.path.isdir(top) or os.path.islink(top):
+        raise ProviderError(f"{top} is not a private directory of this user; remove it")
+    root = os.path.join(top, digest)
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    link = os.path.join(root, package)
+    if os.path.islink(link) and os.path.realpath(link) == directory:
+        return root
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(link)
+    with contextlib.suppress(FileExistsError):  # another provider of the checkout made it meanwhile
+        os.symlink(directory, link, target_is_directory=True)
+    return root
+
+
+def _pythonpath(directory: str, choice: AppChoice, given: str | None) -> str:
+    parts = [package_root(directory, choice.package)] if choice.package is not None else []
+    parts.append(given if given is not None else directory)
+    return os.pathsep.join(parts)
+
+
+def prepare(directory: str, app: str, *, install: bool = False, env: Mapping[str, str] | None = None) -> Launch:
+    """Choose the app and the interpreter, probing the current one if it comes to that; install if asked.
+
+    ``env`` is the server's extra environment (``env_vars``; a ``PYTHONPATH``
+    in it replaces the default, the checkout).  The probe runs with it, so an
+    app that reads its settings at import sees them.
 
     Raises:
         CheckoutNotRunnable: nothing can run the checkout.
         ProviderError: ``install=True`` failed.
     """
-    facts = gather_facts(directory, app, install=install)
+    env = dict(env or {})
+    given = env.get("PYTHONPATH")
+    choice, package = app_choice(directory, app)
+    facts = gather_facts(directory, choice.app, install=install)
     plan = choose_interpreter(facts)
     if plan.kind == PROBE:
-        plan = choose_interpreter(replace(facts, probed=True, probe_error=probe_current(directory, app)))
+        path = _pythonpath(directory, choice, given)
+        error = probe_current(directory, choice.app, env={**env, "PYTHONPATH": path})
+        if error and not choice.qualified and needs_package_app(error, package):
+            retry = choose_app(app, package, error)
+            if retry.qualified:
+                path = _pythonpath(directory, retry, given)
+                second = probe_current(directory, retry.app, env={**env, "PYTHONPATH": path})
+                if not second:
+                    choice, error = retry, ""
+        plan = choose_interpreter(replace(facts, app=choice.app, probed=True, probe_error=error))
     if plan.kind == INSTALL:
         install_checkout(directory)
-    return plan
+    if choice.qualified:
+        logger.info("checkout %s: serving %s, as its Dockerfile does (%s)", directory, choice.app, choice.reason)
+    return Launch(plan, choice, _pythonpath(directory, choice, given))

@@ -398,11 +398,19 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
           1. the checkout's own ``.venv/bin/python``;
           2. with ``install=True`` and no ``.venv``: a ``.venv`` created in
-             the checkout with ``pip install -e <checkout> uvicorn``;
-          3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``;
+             the checkout with ``pip install -e <checkout> uvicorn`` (which
+             runs the checkout's build backend);
+          3. ``uv run --project <checkout> python`` when ``uv`` is on ``PATH``
+             (uv creates the checkout's ``.venv`` and installs it there);
           4. the current interpreter, if it can import ``uvicorn`` and the app
-             (tried in a subprocess);
+             (tried in a subprocess, with ``env_vars`` set);
           5. otherwise [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable] says what to do.
+
+          This runs the checkout's own code: use checkouts you trust.  When
+          the app's module imports relative to the package root (``from
+          ..models import ...``, as OpenEnv's chess and grid_world do), the
+          server runs ``<package>.server.app:app`` as their Dockerfiles do
+          (the provider's ``served_app`` says which app runs).
 
           ``command`` replaces all of that: ``{fd}`` is filled in with the
           listening socket's file descriptor, ``{port}`` with its port (without

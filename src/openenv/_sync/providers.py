@@ -436,14 +436,29 @@ class ProcessProvider(ServerProvider):
 class CheckoutProvider(ProcessProvider):
     """Runs a local OpenEnv environment checkout's server (what ``Env.from_env(directory)`` uses).
 
-    The server is ``<python> -m uvicorn <app> --fd {fd}``, ``app`` from the
-    checkout's ``openenv.yaml`` (default ``server.app:app``), and ``<python>``
-    chosen when it starts, in this order: the checkout's ``.venv/bin/python``;
-    with ``install=True`` and no ``.venv``, one created and filled with
-    ``pip install -e <checkout> uvicorn``; ``uv run --project <checkout>
-    python`` when ``uv`` is on ``PATH``; the current interpreter when it can
-    import ``uvicorn`` and the app.  Otherwise starting raises
+    It runs the checkout's own code (its ``server/app.py`` and whatever that
+    imports), in a child process.  The server is ``<python> -m uvicorn <app>
+    --fd {fd}``, ``app`` from the checkout's ``openenv.yaml`` (default
+    ``server.app:app``), and ``<python>`` chosen when it starts, in this
+    order: the checkout's ``.venv/bin/python``; with ``install=True`` and no
+    ``.venv``, one created and filled with ``pip install -e <checkout>
+    uvicorn`` (which runs the checkout's build backend); ``uv run --project
+    <checkout> python`` when ``uv`` is on ``PATH`` (uv creates and syncs the
+    checkout's ``.venv`` itself); the current interpreter when it can import
+    ``uvicorn`` and the app (tried in a subprocess with the server's
+    environment, ``env`` included).  Otherwise starting raises
     [`CheckoutNotRunnable`][openenv.sync.CheckoutNotRunnable], which names each remedy.
+
+    When the declared app cannot be imported under its own name because its
+    module imports relative to the package root (``from ..models import
+    ...`` in ``server/app.py``, as OpenEnv's chess, wildfire and grid_world
+    do) or imports the package by name (coding), the server runs
+    ``<package>.server.app:app``, as those environments' Dockerfiles do: the
+    package from ``pyproject.toml`` (``[tool.setuptools] package-dir`` or
+    ``packages``) or the directory's name, importable from the checkout's
+    parent directory (through a symbolic link when the directory has another
+    name).  ``served_app`` and the repr say which
+    app runs, and the logger ``openenv.checkout`` says why.
 
     Args:
         directory: the checkout.
@@ -454,6 +469,9 @@ class CheckoutProvider(ProcessProvider):
         host: the address the server binds (127.0.0.1).
         port: the port (default: a free one).
         install: create and fill the checkout's ``.venv`` when it has none.
+
+    Attributes:
+        served_app: the app the server runs (``None`` until started, and with ``command``).
     """
 
     def __init__(
@@ -473,21 +491,28 @@ class CheckoutProvider(ProcessProvider):
         self.directory = directory
         self.app = app
         self.install = install
+        self.served_app: str | None = None
+        self._given_env: dict[str, str] = dict(env or {})
         self._choose = command is None
 
     def __repr__(self) -> str:
-        return f"<CheckoutProvider {self.directory!r} port={self.port}>"
+        served = f" app={self.served_app!r}" if self.served_app is not None else ""
+        return f"<CheckoutProvider {self.directory!r}{served} port={self.port}>"
 
     def start(self) -> str:
-        """Choose the interpreter (see the class), start the server, and return its URL.
+        """Choose the interpreter and the app (see the class), start the server, and return its URL.
 
         Raises:
             CheckoutNotRunnable: no interpreter can run the checkout.
             ProviderError: ``install=True`` failed, or the server could not start.
         """
         if self._choose:
-            plan = run_blocking(_checkout.choose_plan, self.directory, self.app, install=self.install)
-            self.command = uvicorn_command(plan, self.app)
+            launch = run_blocking(
+                _checkout.prepare, self.directory, self.app, install=self.install, env=self._given_env
+            )
+            self.command = uvicorn_command(launch.plan, launch.choice.app)
+            self.env["PYTHONPATH"] = launch.pythonpath
+            self.served_app = launch.choice.app
             self._choose = False
         return super().start()
 

@@ -1,0 +1,1 @@
+"""The gated echo's server."""

@@ -1,0 +1,1 @@
+"""The solo echo's server."""
