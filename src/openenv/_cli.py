@@ -7,7 +7,9 @@ Commands:
     or SIGTERM. ``MODULE:FACTORY`` names an [`Environment`][openenv.server.Environment]
     subclass or a zero-argument callable (``pkg.mod:Factory``, dotted
     attributes allowed); ``echo`` is a shortcut for the built-in echo
-    environment. ``--max-sessions`` defaults to ``$MAX_CONCURRENT_ENVS``, else 1.
+    environment. ``--max-sessions`` defaults to ``$MAX_CONCURRENT_ENVS``, else 8 for
+    the built-in ``echo`` and ``openenv.server.tools_demo:ToolsDemoEnvironment`` (like
+    OpenEnv's own servers), else 1 (the default of ``EnvServer``).
     When the server listens, one line ``serving <name> on http://HOST:PORT`` is
     written to stderr (tools wait for it; with ``--port 0`` it carries the
     chosen port).
@@ -81,10 +83,18 @@ def load_factory(spec: str) -> Callable[[], Any]:
     return factory
 
 
-def _default_max_sessions() -> int:
+#: The built-in demo environments allow 8 sessions unless told otherwise, like OpenEnv's own
+#: servers (its echo_env, openspiel_env, ... read ``MAX_CONCURRENT_ENVS``, default 8); any other
+#: environment gets 1, the default of ``EnvServer`` and of openenv-core's ``create_app``.
+_BUILTIN_MAX_SESSIONS = 8
+_BUILTINS = frozenset({_ECHO, "openenv.server.tools_demo:ToolsDemoEnvironment"})
+
+
+def _default_max_sessions(spec: str) -> int:
+    """``--max-sessions`` when not given: ``$MAX_CONCURRENT_ENVS``, else 8 for the built-ins, else 1."""
     raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
     if not raw:
-        return 1
+        return _BUILTIN_MAX_SESSIONS if (_ECHO if spec == "echo" else spec) in _BUILTINS else 1
     try:
         value = int(raw)
     except ValueError:
@@ -100,7 +110,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (ImportError, ValueError) as exc:
         print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
         return 2
-    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
+    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions(args.factory)
     if args.asgi:
         return _serve_asgi(factory, args, max_sessions)
     try:
@@ -922,7 +932,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-sessions",
         type=int,
         default=None,
-        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
+        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 8 for the built-in echo and tools demo,"
+        " else 1)",
     )
     p_serve.add_argument(
         "--idle-timeout",
