@@ -75,7 +75,7 @@ class Block:
 
 def _markdown_files() -> list[Path]:
     files = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_hooks" not in p.parts)
-    return [*files, ROOT / "README.md"]
+    return [*files, ROOT / "README.md", ROOT / "README.pypi.md"]
 
 
 def _parse_marker(body: str, where: str) -> dict[str, str]:
