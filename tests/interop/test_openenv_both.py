@@ -193,3 +193,33 @@ def test_type_checker_reads_our_types_not_openenv_cores(tmp_path: Path, our_whee
     assert len(untyped) == 1 and 'Skipping analyzing "openenv.core"' in untyped[0], out
     assert "Found 2 errors in 1 file" in out, out
     record("mypy over a user script (ours typed, openenv-core not)", "openenv-core 0.3.0", "PEP 561 py.typed")
+
+
+EDITABLE_WORKS = """
+import json
+import openenv.sync, openenv.aio, openenv.server.echo, openenv.core.env_server
+print(json.dumps({"sync": openenv.sync.__file__, "aio": openenv.aio.__file__, "core": openenv.core.__file__}))
+"""
+
+
+def test_editable_install_beside_openenv_core(locked_venvs: None) -> None:
+    """``pip install -e .`` in a venv that has openenv-core 0.3.0: ours from the checkout, theirs untouched.
+
+    The build hook's import hook (scripts/hatch_build.py) finds our ``openenv.*``
+    modules in ``src/`` although openenv-core's regular ``openenv`` package comes first.
+    """
+    python = _venv("editable-0.3.0", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "-e", ROOT)
+    try:
+        out = json.loads(_py(python, EDITABLE_WORKS).stdout.strip().splitlines()[-1])
+        src = ROOT / "src" / "openenv"
+        assert Path(out["sync"]) == src / "sync" / "__init__.py" and Path(out["aio"]) == src / "aio" / "__init__.py"
+        assert "site-packages" in Path(out["core"]).parts and not Path(out["core"]).is_relative_to(src)  # theirs
+        sync_only = "import sys, openenv.sync; print('asyncio' in sys.modules)"
+        assert _py(python, sync_only).stdout.split() == ["False"]  # the hook imports nothing heavy
+        assert "serve" in _run(python, "-m", "openenv", "--help").stdout  # ours (openenv/__main__.py)
+        _run(python.parent / "openenv", "--help")  # theirs
+        record("ours editable (pip install -e .) beside openenv-core", "openenv-core 0.3.0", "editable install")
+    finally:
+        _run(python, "-m", "pip", "uninstall", "-y", "--quiet", "openenv-twin", check=False)
