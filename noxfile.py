@@ -209,10 +209,67 @@ def ray(session: nox.Session) -> None:
     _pytest(session, "-m", "ray", *session.posargs)
 
 
+#: PEP 561 in the shared ``openenv`` namespace: a marker in each of our subpackages, none at the root
+PY_TYPED = [f"openenv/{pkg}/py.typed" for pkg in ("sync", "aio", "server", "_core", "_async", "_sync", "_blocking")]
+#: what the sdist may hold at its top level (pyproject's [tool.hatch.build.targets.sdist] include)
+SDIST_TOP = {
+    ".ci",
+    ".gitignore",  # hatch always adds it
+    "bench",
+    "docs",
+    "examples",
+    "scripts",
+    "src",
+    "tests",
+    "CHANGELOG.md",
+    "CONTRIBUTING.md",
+    "LICENSE",
+    "PKG-INFO",
+    "README.md",
+    "README.pypi.md",
+    "mkdocs.yml",
+    "noxfile.py",
+    "pyproject.toml",
+}
+
+
+def _check_dists(session: nox.Session, wheel: Path, sdist: Path) -> None:
+    """List both archives and refuse what must never ship (or must always)."""
+    import tarfile
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    with tarfile.open(sdist) as tar:
+        members = [m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile() and "/" in m.name]
+    session.log(f"{wheel.name}: {len(names)} files\n  " + "\n  ".join(names))
+    session.log(f"{sdist.name}: {len(members)} files\n  " + "\n  ".join(sorted(members)))
+    problems: list[str] = []
+    # we install beside openenv-core / openenv: never ship a file they own
+    owned = ("openenv/__init__.py", "openenv/core/", "openenv/cli/", "openenv/auto/", "openenv/cli.py")
+    problems += [f"wheel ships {n}, which the released openenv packages own" for n in names if n.startswith(owned)]
+    if "openenv/py.typed" in names:
+        problems.append("wheel ships openenv/py.typed: that marks openenv-core's modules typed too")
+    problems += [f"wheel lacks {marker}" for marker in PY_TYPED if marker not in names]
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+        problems.append("wheel lacks the LICENSE file (.dist-info/licenses/LICENSE)")
+    if "LICENSE" not in members:
+        problems.append("sdist lacks LICENSE")
+    tops = {m.split("/")[0] for m in members}
+    problems += [f"sdist holds {top!r}, not in its include list" for top in sorted(tops - SDIST_TOP)]
+    junk = {".hypothesis", "__pycache__", ".pytest_cache", ".mypy_cache", ".nox", "site", "dist", "docs-shots"}
+    problems += [f"sdist holds {m}" for m in members if junk & set(m.split("/")) or m.endswith(".pyc")]
+    if problems:
+        session.error("distribution check failed:\n  " + "\n  ".join(problems))
+
+
 @nox.session
 def build(session: nox.Session) -> None:
-    """Build sdist + wheel (the hook checks the twin), install the wheel, import both facades."""
-    session.install("build")
+    """Build sdist + wheel (the hook checks the twin), check and list them, install the wheel, import both facades.
+
+    ``twine check --strict`` validates the metadata and the PyPI description
+    (README.pypi.md); both archives' file lists are printed.
+    """
+    session.install("build", "twine")
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
@@ -220,14 +277,8 @@ def build(session: nox.Session) -> None:
     sdists = sorted(dist.glob("*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
         session.error(f"expected one wheel and one sdist in dist/, found {wheels + sdists}")
-    # we install beside openenv-core / openenv: never ship a file they own
-    import zipfile
-
-    names = zipfile.ZipFile(wheels[0]).namelist()
-    owned = ("openenv/__init__.py", "openenv/core/", "openenv/cli/", "openenv/auto/", "openenv/cli.py")
-    clashes = sorted(name for name in names if name.startswith(owned))
-    if clashes:
-        session.error(f"the wheel ships files the released openenv packages own: {clashes}")
+    session.run("twine", "check", "--strict", str(wheels[0]), str(sdists[0]))
+    _check_dists(session, wheels[0], sdists[0])
     venv = Path(session.create_tmp()) / "wheel-venv"
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))

@@ -10,8 +10,10 @@
    HTTP, from the server) and its ``#anchor`` is an ``id`` on that page.
    External links are listed, never fetched (no network).
 3. Takes headless Chromium screenshots (Debian: ``apt-get install -y chromium``)
-   of the home page, the ``openenv.sync.Env`` API page and one guide into
-   ``docs-shots/`` (git-ignored).
+   of the home page, the ``openenv.sync.Env`` API page, the feature matrix
+   (icons, no emoji font needed), the quick start and one guide into
+   ``docs-shots/`` (git-ignored). ``fc-list`` tells whether an emoji font is
+   installed; the run says so, since that is what the matrix must not rely on.
 
 Exit status 1 when a link or an anchor is broken, or a screenshot failed.
 """
@@ -36,6 +38,9 @@ SHOTS = {
     "home.png": "",
     "api-sync-env.png": "reference/sync/",
     "guide-typed.png": "guides/typed/",
+    # the icons are Material's inline SVGs: they must render without any emoji font installed
+    "features.png": "features/",
+    "quickstart.png": "quickstart/",
 }
 
 
@@ -136,6 +141,11 @@ def screenshots(base: str, out: Path, size: str) -> list[str]:
         return ["no chromium found: apt-get install -y chromium"]
     out.mkdir(parents=True, exist_ok=True)
     problems = []
+    fonts = shutil.which("fc-list")
+    if fonts:
+        listed = subprocess.run([fonts], capture_output=True, text=True, timeout=60).stdout
+        emoji = [line for line in listed.splitlines() if "emoji" in line.lower()]
+        print(f"emoji fonts installed: {len(emoji)}" + (" (the icons must not need one)" if not emoji else ""))
     for name, path in SHOTS.items():
         target = out / name
         target.unlink(missing_ok=True)

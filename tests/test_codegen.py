@@ -309,6 +309,18 @@ def test_non_python_file_rejected(tree: Path) -> None:
     assert "tests/_async/data.json: only .py files" in out
 
 
+def test_py_typed_copied_to_the_twin(tree: Path) -> None:
+    """PEP 561 markers are the one non-Python file the async trees may hold; the twin gets a copy."""
+    _write(tree / "src/openenv/_async/py.typed", "")
+    code, out = run(tree, check=False)
+    assert code == 0, out
+    assert (tree / "src/openenv/_sync/py.typed").read_bytes() == b""
+    assert run(tree, check=True)[0] == 0
+    (tree / "src/openenv/_async/py.typed").unlink()
+    code, out = run(tree, check=True)
+    assert code == 1 and "orphan: src/openenv/_sync/py.typed" in out
+
+
 def test_other_unasync_version_refused(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(unasync, "__version__", "0.5.0")
     out = _fails_without_writing(tree)

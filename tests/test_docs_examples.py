@@ -1,10 +1,16 @@
 """Every fenced ``python`` block in ``docs/**/*.md`` and ``README.md`` runs, against real local servers.
 
-The examples talk to ``http://localhost:8000`` (or ``127.0.0.1:8000``): an
-in-process echo server (:mod:`openenv.server.echo`) started here; port
-``8001`` is the built-in tool environment (:mod:`openenv.server.tools_demo`).
-Those URLs are replaced by the servers' real ones before a block runs.  A
-block with top-level ``await`` / ``async with`` runs in a fresh event loop.
+The examples talk to ``http://localhost:8000`` (or ``127.0.0.1:8000``) and
+``:8001``. Each page's examples run against the server command the page itself
+shows: the first ``python -m openenv serve ... --port 8000`` (or ``8001``) on
+the page, in a code block or inline code, started here exactly as written, as a
+subprocess, except ``--port 0`` so that it never races for a fixed port (and
+without ``$MAX_CONCURRENT_ENVS``: the page's defaults are the ones a user gets).
+A page that shows no command for a port runs against the quick start's
+(``docs/quickstart.md``, 8000) or the tools guide's (``docs/guides/tools.md``,
+8001) command. The URLs are replaced by the servers' real ones before a block
+runs.  A block with top-level ``await`` / ``async with`` runs in a fresh event
+loop.
 
 Blocks that cannot run here say so in the Markdown, on the line right before
 the fence, so every skip is deliberate and shows up in ``pytest -rs``:
@@ -28,8 +34,14 @@ import ast
 import asyncio
 import importlib
 import inspect
+import os
+import queue
 import re
+import shlex
+import subprocess
+import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +49,15 @@ from typing import Any
 
 import pytest
 
-from openenv.server import EnvServer
-from openenv.server.echo import EchoEnvironment
-from openenv.server.tools_demo import ToolsDemoEnvironment
-
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)[^\n]*$")
 MARKER = re.compile(r"^\s*<!--\s*docs:\s*(?P<body>.*?)\s*-->\s*$")
 KINDS = ("skip", "docker", "space", "requires", "continue")
+#: ``python -m openenv serve ARGS`` in a code line or inline code (up to a comment or the closing backtick)
+SERVE = re.compile(r"python3? -m openenv serve (?P<args>[^`#\n]*[^`#\n\s])")
+PORTS = ("8000", "8001")
+#: where a page that shows no server command for a port finds it
+DEFAULT_SERVER_PAGES = {"8000": ROOT / "docs" / "quickstart.md", "8001": ROOT / "docs" / "guides" / "tools.md"}
 
 # README.md is edited by the lead; until its blocks carry markers, these (matched by
 # their first code line) are listed here, with the marker each should get.
@@ -62,7 +75,7 @@ class Block:
 
 def _markdown_files() -> list[Path]:
     files = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_hooks" not in p.parts)
-    return [*files, ROOT / "README.md"]
+    return [*files, ROOT / "README.md", ROOT / "README.pypi.md"]
 
 
 def _parse_marker(body: str, where: str) -> dict[str, str]:
@@ -175,13 +188,110 @@ def _skip_reason(block: Block) -> str | None:
     return None
 
 
+def page_server_commands(path: Path) -> dict[str, list[str]]:
+    """The first ``serve`` command shown for each port on a page, as the argument list after ``serve``."""
+    commands: dict[str, list[str]] = {}
+    for match in SERVE.finditer(path.read_text(encoding="utf-8")):
+        args = shlex.split(match.group("args"))
+        port = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--port"), None)
+        if port in PORTS and port not in commands:
+            commands[port] = args
+    return commands
+
+
+def server_commands(path: Path) -> dict[str, list[str]]:
+    """The page's own commands, and the default pages' for the ports it shows none for."""
+    commands = page_server_commands(path)
+    for port, page in DEFAULT_SERVER_PAGES.items():
+        if port not in commands:
+            commands[port] = page_server_commands(page)[port]
+    return commands
+
+
+class _ServeProcess:
+    """``python -m openenv serve ARGS`` with ``--port 0``; ``url`` from its ready line."""
+
+    def __init__(self, args: list[str]) -> None:
+        args = [("0" if i > 0 and args[i - 1] == "--port" else arg) for i, arg in enumerate(args)]
+        env = {k: v for k, v in os.environ.items() if k != "MAX_CONCURRENT_ENVS"}
+        self.command = "python -m openenv serve " + shlex.join(args)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "openenv", "serve", *args],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+
+        def pump() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.output.append(line)
+                lines.put(line)
+            lines.put(None)
+
+        self.reader = threading.Thread(target=pump, daemon=True)
+        self.reader.start()
+        while True:
+            try:
+                line = lines.get(timeout=60)
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.close()
+                raise RuntimeError(f"{self.command!r} never became ready: {''.join(self.output)[-2000:]}")
+            if line.startswith("serving ") and " on " in line:
+                self.url = line.rsplit(" on ", 1)[1].strip()
+                return
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.reader.join(5)
+            assert self.proc.stderr is not None
+            self.proc.stderr.close()
+
+
+class Servers:
+    """One process per distinct command, started when a page first needs it."""
+
+    def __init__(self) -> None:
+        self._running: dict[tuple[str, ...], _ServeProcess] = {}
+
+    def urls(self, path: Path, code: str) -> dict[str, str]:
+        """The real URLs of the servers ``code`` talks to (the ports it names), started as ``path`` shows."""
+        urls = {}
+        for port, args in server_commands(path).items():
+            if not re.search(rf"(?:http|ws)://(?:localhost|127\.0\.0\.1):{port}\b", code):
+                continue
+            key = tuple(args)
+            if key not in self._running:
+                self._running[key] = _ServeProcess(args)
+            urls[port] = self._running[key].url
+        return urls
+
+    def close(self) -> None:
+        for server in self._running.values():
+            server.close()
+        self._running.clear()
+
+
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, str]]:
-    with (
-        EnvServer(EchoEnvironment, port=0, max_sessions=64) as echo,
-        EnvServer(ToolsDemoEnvironment, port=0, max_sessions=64) as tools,
-    ):
-        yield {"8000": echo.url, "8001": tools.url}
+def servers() -> Iterator[Servers]:
+    running = Servers()
+    try:
+        yield running
+    finally:
+        running.close()
 
 
 def _substitute(code: str, urls: dict[str, str]) -> str:
@@ -199,16 +309,44 @@ def _run(code: str, name: str, namespace: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
-def test_example(block: Block, servers: dict[str, str]) -> None:
+def test_example(block: Block, servers: Servers) -> None:
     reason = _skip_reason(block)
     if reason:
         pytest.skip(f"{block.id}: {reason}")
     chain = [block]
     while chain[-1].previous is not None:
         chain.append(chain[-1].previous)
+    urls = servers.urls(block.path, "\n".join(item.code for item in chain))
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     for item in reversed(chain):
-        _run(_substitute(item.code, servers), item.id, namespace)
+        _run(_substitute(item.code, urls), item.id, namespace)
+
+
+def test_the_quick_start_and_the_readme_show_their_servers() -> None:
+    """The commands the examples run against are written where a newcomer reads them."""
+    quick = page_server_commands(ROOT / "docs" / "quickstart.md")
+    assert quick["8000"] == ["echo", "--port", "8000"]
+    tools = page_server_commands(ROOT / "docs" / "guides" / "tools.md")
+    assert tools["8001"] == ["openenv.server.tools_demo:ToolsDemoEnvironment", "--port", "8001"]
+    readme = page_server_commands(ROOT / "README.md")
+    assert readme == {"8000": quick["8000"], "8001": tools["8001"]}
+
+
+def test_page_server_commands(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Start `python -m openenv serve my.mod:Env --port 8001 --max-sessions 4` first.\n\n"
+        "```bash\npython -m openenv serve echo --port 8000  # the echo\n"
+        "python -m openenv serve other:Env --port 8000\npython -m openenv serve MODULE:FACTORY\n```\n",
+        encoding="utf-8",
+    )
+    assert page_server_commands(page) == {
+        "8000": ["echo", "--port", "8000"],
+        "8001": ["my.mod:Env", "--port", "8001", "--max-sessions", "4"],
+    }
+    empty = tmp_path / "empty.md"
+    empty.write_text("no servers here\n", encoding="utf-8")
+    assert server_commands(empty) == {port: page_server_commands(DEFAULT_SERVER_PAGES[port])[port] for port in PORTS}
 
 
 def test_examples_found() -> None:

@@ -81,7 +81,25 @@ def test_openenv_is_a_namespace_package() -> None:
     import openenv
 
     assert getattr(openenv, "__file__", None) is None or "openenv_core" in str(openenv.__file__)
-    assert not any(Path(p, "__init__.py").exists() for p in openenv.__path__ if Path(p, "sync.py").exists())
+    assert not any(Path(p, "__init__.py").exists() for p in openenv.__path__ if Path(p, "sync").is_dir())
+
+
+def test_py_typed_in_our_subpackages_only() -> None:
+    """PEP 561 for a namespace package: a ``py.typed`` in each of our subpackages, none at the root.
+
+    A root ``openenv/py.typed`` would mark openenv-core's modules (installed in the
+    same directory) as typed too; and the public modules must be inside a marked
+    subpackage (``openenv/sync/__init__.py``, not ``openenv/sync.py``) for a type
+    checker to read them from an installed wheel.
+    """
+    import openenv
+
+    (root,) = [Path(p) for p in openenv.__path__ if Path(p, "sync").is_dir()]
+    assert not (root / "py.typed").exists()
+    ours = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert {"sync", "aio", "server", "_core", "_async", "_sync", "_blocking"} <= set(ours)
+    assert [name for name in ours if not (root / name / "py.typed").is_file()] == []
+    assert not (root / "sync.py").exists() and not (root / "aio.py").exists()
 
 
 def test_version_comes_from_the_installed_metadata() -> None:

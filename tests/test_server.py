@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -923,6 +924,54 @@ def test_cli_serve_module_factory_and_env_capacity(tmp_path: Path) -> None:
             assert (data["code"], data["max_sessions"]) == ("CAPACITY_REACHED", 2)
     finally:
         _stop_cli(proc, reader)
+
+
+def test_cli_serve_echo_allows_eight_sessions_by_default(tmp_path: Path) -> None:
+    """`serve echo` as the quick start writes it serves the quick start's pools (like OpenEnv's echo_env)."""
+    env = {k: v for k, v in os.environ.items() if k != "MAX_CONCURRENT_ENVS"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openenv", "serve", "echo", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving "), line
+        ws_url = line.split(" on ", 1)[1].strip().replace("http", "ws", 1) + "/ws"
+        with contextlib.ExitStack() as stack:
+            for _ in range(8):
+                conn = stack.enter_context(connect(ws_url))
+                assert ask(conn, {"type": "state"})["type"] == "state"
+            with pytest.raises(InvalidStatus) as refused:
+                connect(ws_url)
+            data = error(json.loads(refused.value.response.body))
+            assert (data["code"], data["max_sessions"]) == ("CAPACITY_REACHED", 8)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            assert proc.stderr is not None
+            proc.stderr.close()
+
+
+def test_cli_serve_default_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAX_CONCURRENT_ENVS", raising=False)
+    assert cli._default_max_sessions("echo") == 8
+    assert cli._default_max_sessions("openenv.server.echo:EchoEnvironment") == 8
+    assert cli._default_max_sessions("openenv.server.tools_demo:ToolsDemoEnvironment") == 8
+    assert cli._default_max_sessions("my_pkg.envs:ChessEnv") == 1  # EnvServer's and create_app's default
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "3")
+    assert cli._default_max_sessions("echo") == 3
+    assert cli._default_max_sessions("my_pkg.envs:ChessEnv") == 3
 
 
 def test_cli_serve_bad_factory(capsys: pytest.CaptureFixture[str]) -> None:

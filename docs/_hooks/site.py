@@ -6,6 +6,8 @@
   file ``PATH`` (relative to the repository root), with its headings demoted by
   ``N`` levels; a missing ``optional`` file becomes a short note, any other
   missing file fails the build.
+* ``<!-- version -->`` in a page becomes the version in ``pyproject.toml``,
+  which the footer shows too.
 """
 
 from __future__ import annotations
@@ -77,10 +79,29 @@ def _include(match: re.Match[str]) -> str:
     return text.rstrip() + "\n"
 
 
+_VERSION = re.compile(r'^version\s*=\s*"(?P<version>[^"]+)"', re.MULTILINE)
+
+
+def project_version() -> str:
+    """``[project] version`` of pyproject.toml (the source of truth; the docs may build from a checkout)."""
+    match = _VERSION.search((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    if not match:
+        raise ValueError("pyproject.toml has no [project] version")
+    return match.group("version")
+
+
+def on_config(config: Any) -> Any:
+    version = project_version()
+    config["copyright"] = f"openenv-twin {version}" + (
+        f" &middot; {config['copyright']}" if config["copyright"] else ""
+    )
+    return config
+
+
 def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "reference/cli.md", content=cli_markdown()))
     return files
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    return _INCLUDE.sub(_include, markdown)
+    return _INCLUDE.sub(_include, markdown).replace("<!-- version -->", project_version())

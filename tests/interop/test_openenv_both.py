@@ -124,7 +124,7 @@ def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_whee
         assert out["ours_duel"][1][2:] == [-1.0, True]
         assert out["ours_duel_state"] == ["DuelState", True]
         assert out["ours_cli"] == [0, True] and out["theirs_cli"] == [0, True]
-        assert Path(out["core_file"]).parent.parent == Path(out["ours_file"]).parent  # one openenv/ directory
+        assert Path(out["core_file"]).parent.parent == Path(out["ours_file"]).parent.parent  # one openenv/
         record("ours+openenv-core in one venv", "openenv-core 0.3.0 (envs' own clients)", "side by side")
 
         # without our wheel, openenv-core (and its CLI) still work
@@ -150,3 +150,76 @@ def test_only_our_wheel(openenv_venv_envs: Any, our_wheel: Path, locked_venvs: N
     assert _py(python, OURS_WORK, guess).stdout.split() == ["True"]
     assert "serve" in _run(python, "-m", "openenv", "--help").stdout
     record("ours alone (wheel)", "openenv-core 0.3.0", "only our wheel")
+
+
+USER_SCRIPT = """\
+import openenv.core
+from openenv.sync import Codec, Env, OpenEnvError
+
+with Env("http://127.0.0.1:8000") as env:
+    result = env.reset(seed=1)
+    reveal_type(result)
+    reveal_type(Codec)
+    wrong: int = env.base_url
+reveal_type(OpenEnvError)
+"""
+
+
+def test_type_checker_reads_our_types_not_openenv_cores(tmp_path: Path, our_wheel: Path, locked_venvs: None) -> None:
+    """PEP 561 in the shared namespace: mypy, in a venv with openenv-core and our wheel, over a user's script.
+
+    Our modules are typed (their types are revealed and a wrong use is an error);
+    openenv-core's are not marked typed by us (it ships no ``py.typed`` of its own).
+    """
+    python = _venv("both-0.3.0", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0")
+    _install_ours(python, our_wheel)
+    _run(python, "-m", "pip", "install", "--quiet", "mypy==2.4.1")  # the noxfile's MYPY pin
+    script = tmp_path / "user_script.py"
+    script.write_text(USER_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [str(python), "-m", "mypy", "--strict", "--no-incremental", "--python-executable", str(python), script.name],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert 'Revealed type is "openenv._core.result.StepResult[dict[str, Any]]"' in out, out
+    assert "openenv._core.codec.Codec[" in out and "-> openenv._core.errors.OpenEnvError" in out, out
+    assert 'user_script.py:8: error: Incompatible types in assignment (expression has type "str"' in out, out
+    untyped = [line for line in out.splitlines() if "[import-untyped]" in line]
+    assert len(untyped) == 1 and 'Skipping analyzing "openenv.core"' in untyped[0], out
+    assert "Found 2 errors in 1 file" in out, out
+    record("mypy over a user script (ours typed, openenv-core not)", "openenv-core 0.3.0", "PEP 561 py.typed")
+
+
+EDITABLE_WORKS = """
+import json
+import openenv.sync, openenv.aio, openenv.server.echo, openenv.core.env_server
+print(json.dumps({"sync": openenv.sync.__file__, "aio": openenv.aio.__file__, "core": openenv.core.__file__}))
+"""
+
+
+def test_editable_install_beside_openenv_core(locked_venvs: None) -> None:
+    """``pip install -e .`` in a venv that has openenv-core 0.3.0: ours from the checkout, theirs untouched.
+
+    The build hook's import hook (scripts/hatch_build.py) finds our ``openenv.*``
+    modules in ``src/`` although openenv-core's regular ``openenv`` package comes first.
+    """
+    python = _venv("editable-0.3.0", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0")
+    _run(python, "-m", "pip", "install", "--quiet", "-e", ROOT)
+    try:
+        out = json.loads(_py(python, EDITABLE_WORKS).stdout.strip().splitlines()[-1])
+        src = ROOT / "src" / "openenv"
+        assert Path(out["sync"]) == src / "sync" / "__init__.py" and Path(out["aio"]) == src / "aio" / "__init__.py"
+        assert "site-packages" in Path(out["core"]).parts and not Path(out["core"]).is_relative_to(src)  # theirs
+        sync_only = "import sys, openenv.sync; print('asyncio' in sys.modules)"
+        assert _py(python, sync_only).stdout.split() == ["False"]  # the hook imports nothing heavy
+        assert "serve" in _run(python, "-m", "openenv", "--help").stdout  # ours (openenv/__main__.py)
+        _run(python.parent / "openenv", "--help")  # theirs
+        record("ours editable (pip install -e .) beside openenv-core", "openenv-core 0.3.0", "editable install")
+    finally:
+        _run(python, "-m", "pip", "uninstall", "-y", "--quiet", "openenv-twin", check=False)

@@ -7,14 +7,21 @@ import os
 import sys
 from typing import Any
 
-from .._core.loader import load_factory
+from .._core.loader import ECHO, load_factory
 from ._common import _integer, _positive_or_zero, _seconds, _UsageError
 
+#: The built-in demo environments allow 8 sessions unless told otherwise, like OpenEnv's own
+#: servers (its echo_env, openspiel_env, ... read ``MAX_CONCURRENT_ENVS``, default 8); any other
+#: environment gets 1, the default of ``EnvServer`` and of openenv-core's ``create_app``.
+_BUILTIN_MAX_SESSIONS = 8
+_BUILTINS = frozenset({ECHO, "openenv.server.tools_demo:ToolsDemoEnvironment"})
 
-def _default_max_sessions() -> int:
+
+def _default_max_sessions(spec: str) -> int:
+    """``--max-sessions`` when not given: ``$MAX_CONCURRENT_ENVS``, else 8 for the built-ins, else 1."""
     raw = os.environ.get("MAX_CONCURRENT_ENVS", "").strip()
     if not raw:
-        return 1
+        return _BUILTIN_MAX_SESSIONS if (ECHO if spec == "echo" else spec) in _BUILTINS else 1
     try:
         value = int(raw)
     except ValueError:
@@ -30,7 +37,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (ImportError, ValueError) as exc:
         print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
         return 2
-    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions()
+    max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions(args.factory)
     if args.asgi:
         return _serve_asgi(factory, args, max_sessions)
     try:
@@ -104,7 +111,8 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
         "--max-sessions",
         type=_integer,
         default=None,
-        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 1)",
+        help="concurrent /ws sessions (default: $MAX_CONCURRENT_ENVS, else 8 for the built-in echo and tools demo,"
+        " else 1)",
     )
     p_serve.add_argument(
         "--idle-timeout",
