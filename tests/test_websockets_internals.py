@@ -32,7 +32,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from openenv import _shim_async, _shim_sync
 from openenv.server import EnvServer
-from openenv.server import app as server_app
+from openenv.server import _wscompat as wscompat
 
 from .envs import CounterEnv
 
@@ -59,7 +59,7 @@ def _params(fn: Any) -> dict[str, inspect.Parameter]:
 # --------------------------------------------------------------------------- server: request parser
 
 
-PARSER = "openenv.server.app._install_request_parser/_parse_request (HTTP requests with a body)"
+PARSER = "openenv.server._wscompat.install_request_parser/_parse_request (HTTP requests with a body)"
 
 
 def _protocol() -> ServerProtocol:
@@ -85,7 +85,7 @@ def test_install_request_parser_really_installs() -> None:
     """``_install_request_parser`` keeps websockets' parser on an unknown layout: make that loud here."""
     protocol = _protocol()
     original = protocol.parser
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     assert protocol.parser is not original, _broken(
         "the server's request parser could not be installed (protocol layout changed)", PARSER
     )
@@ -98,7 +98,7 @@ def test_request_parse_takes_a_read_line_generator() -> None:
     )
     fields = {field.name for field in dataclasses.fields(Request)}
     assert {"path", "headers"} <= fields, _broken(f"Request fields are {sorted(fields)}", PARSER)
-    assert server_app._REQUEST_HAS_METHOD == ("method" in fields)
+    assert wscompat._REQUEST_HAS_METHOD == ("method" in fields)
 
 
 def _feed(protocol: ServerProtocol, data: bytes) -> None:
@@ -108,7 +108,7 @@ def _feed(protocol: ServerProtocol, data: bytes) -> None:
 def test_request_with_a_body_is_refused_after_the_headers() -> None:
     """``_body_request`` reads the refusal of a body from the lines read so far: the blank line must be among them."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 501 "), _broken(f"a POST with a body was answered {data[:40]!r}", PARSER)
@@ -118,13 +118,13 @@ def test_request_with_a_body_is_refused_after_the_headers() -> None:
 def test_post_without_a_body_reaches_process_request() -> None:
     """websockets < 17 refuses any method but GET in ``Request.parse``: our parser hands it over anyway."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\n\r\n")
     events = protocol.events_received()
     assert len(events) == 1 and isinstance(events[0], Request), _broken(
         f"a bodiless POST gave the events {events!r}", PARSER
     )
-    assert server_app._method(events[0]) == "POST"
+    assert wscompat.method_of(events[0]) == "POST"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ def test_post_without_a_body_reaches_process_request() -> None:
 def test_too_long_lines_raise_security_error(request_bytes: bytes, status: bytes) -> None:
     """The parser maps websockets' ``SecurityError`` for too-long lines to 414/431."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, request_bytes)
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 " + status), _broken(
@@ -176,7 +176,7 @@ def test_server_connection_hooks() -> None:
 def test_server_shutdown_or_our_fallback() -> None:
     """websockets 17 closes connections in ``Server.shutdown``; before, ``stop()`` does it itself."""
     params = _params(Server.shutdown)
-    if server_app._SHUTDOWN_CLOSES:
+    if wscompat.SYNC_SHUTDOWN_CLOSES:
         assert {"close_connections", "code", "reason"} <= set(params), _broken(
             f"Server.shutdown takes {list(params)}", STOP
         )
