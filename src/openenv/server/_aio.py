@@ -22,7 +22,6 @@ import functools
 import json
 import logging
 import queue
-import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -117,20 +116,39 @@ def _payload(frame: str) -> bytes:
         return json.dumps(json.loads(frame), separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
-if sys.version_info >= (3, 11):
+class _IdleWatch:
+    """Closes a connection whose client sent nothing for ``idle`` seconds while no call of it was running.
 
-    async def _recv(connection: ServerConnection, idle: float | None) -> str | bytes:
-        if idle is None:
-            return await connection.recv()
-        async with asyncio.timeout(idle):
-            return await connection.recv()
+    One timer per connection, re-armed lazily: a message only stores the time
+    (no timer per ``recv``), and the timer, when it fires early, re-arms itself
+    for the remaining time.
+    """
 
-else:  # pragma: no cover - Python 3.10
+    def __init__(self, connection: ServerConnection, idle: float) -> None:
+        self._connection = connection
+        self._idle = idle
+        self._loop = asyncio.get_running_loop()
+        self.last = self._loop.time()
+        self.busy = False
+        self.fired = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self.last + idle, self._check)
 
-    async def _recv(connection: ServerConnection, idle: float | None) -> str | bytes:
-        if idle is None:
-            return await connection.recv()
-        return await asyncio.wait_for(connection.recv(), idle)
+    def _check(self) -> None:
+        now = self._loop.time()
+        due = self.last + self._idle
+        if self.busy or now < due:
+            self._timer = self._loop.call_at(max(due, now + self._idle) if self.busy else due, self._check)
+            return
+        self._timer = None
+        self.fired = True
+        logger.info("closing a session idle for %g s", self._idle)
+        reason = f"idle timeout: no message for {self._idle:g} s"
+        self._loop.create_task(self._connection.close(CloseCode.GOING_AWAY, reason))
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class AsyncioTransport:
@@ -283,24 +301,31 @@ class AsyncioTransport:
 
     async def _session_loop(self, connection: ServerConnection, session: Session, worker: _Worker | None) -> None:
         idle = self._owner._idle_timeout
+        watch = None if idle is None else _IdleWatch(connection, idle)
         handle = session.handle
-        while True:
-            try:
-                raw = await _recv(connection, idle)
-            except ConnectionClosed:
-                return
-            except asyncio.TimeoutError:
-                logger.info("closing a session idle for %g s", idle)
-                await connection.close(CloseCode.GOING_AWAY, f"idle timeout: no message for {idle:g} s")
-                return
-            if worker is None:
-                reply, keep_open = await session.handle_async(raw)
-            else:
-                reply, keep_open = await worker.run(functools.partial(handle, raw))
-            if reply is not None and not await _send(connection, reply):
-                return
-            if not keep_open:
-                return
+        recv = connection.recv
+        try:
+            while True:
+                try:
+                    raw = await recv()
+                except ConnectionClosed:
+                    return
+                if watch is not None:
+                    watch.busy = True
+                if worker is None:
+                    reply, keep_open = await session.handle_async(raw)
+                else:
+                    reply, keep_open = await worker.run(functools.partial(handle, raw))
+                if reply is not None and not await _send(connection, reply):
+                    return
+                if not keep_open:
+                    return
+                if watch is not None:
+                    watch.busy = False
+                    watch.last = watch._loop.time()
+        finally:
+            if watch is not None:
+                watch.cancel()
 
 
 async def _send(connection: ServerConnection, frame: str) -> bool:

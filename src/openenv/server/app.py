@@ -1,4 +1,4 @@
-"""A small OpenEnv-protocol server built on websockets' threading server.
+"""A small OpenEnv-protocol server built on websockets (its asyncio server by default).
 
 [`EnvServer`][openenv.server.EnvServer] serves one environment factory on one port, speaking the
 OpenEnv wire protocol as the released servers do (``openenv`` 0.10.0 and
@@ -16,10 +16,13 @@ What it serves
   been reserved. Frames ``reset``, ``step``, ``state``, ``close`` and ``mcp``
   (JSON-RPC ``tools/list``/``tools/call`` for environments with
   [`tool()`][openenv.server.tool] methods, see `openenv.server.tools`;
-  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each
-  connection runs in its own
-  thread (websockets' own), so a slow ``step`` blocks only its session while
-  keepalive pings are still answered.
+  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order.
+  On the default asyncio transport (`openenv.server._aio`) every connection is
+  a task on one event loop; an environment that does not block (``blocking =
+  False``, or ``async`` methods) runs on that loop, a blocking one on a worker
+  thread of its own per session, so a slow ``step`` blocks only its session
+  while keepalive pings are still answered. ``transport="threads"`` runs each
+  connection in websockets' own threads instead.
 * HTTP ``GET /health``, ``/metadata``, ``/schema`` and ``/state`` (stateless:
   each ``/state`` call creates, reads and closes a fresh instance), answered
   from websockets' ``process_request`` hook with JSON bodies.
@@ -57,12 +60,14 @@ Differences from the reference server
   ``idle_timeout`` seconds (default 300; ``None``: never) is closed with code
   ``1001`` and reason ``"idle timeout: no message for N s"``, freeing its slot.
   Keepalive pings do not count; a long ``step`` is not idleness.
-* **Pending connections are capped**: each accepted TCP connection costs two
-  threads and a socket until its handshake (or HTTP request) completes, within
-  ``handshake_timeout`` (10 s). Beyond ``max_pending`` (64) such connections,
-  new ones are answered ``503`` without reading the request and closed (the
-  client may see a reset instead), so a flood of slow connections cannot
-  exhaust threads or descriptors. Open sessions are bounded by ``max_sessions``.
+* **Pending connections are capped**: each accepted TCP connection costs a
+  socket (and two threads on the threading transport) until its handshake (or
+  HTTP request) completes, within ``handshake_timeout`` (10 s). Beyond
+  ``max_pending`` (64, or twice ``max_sessions`` if larger) such connections,
+  new ones are answered ``503`` and closed: after skipping the request's headers
+  on the asyncio transport, without reading them on the threading one (whose
+  client may see a reset instead). A flood of slow connections cannot exhaust
+  threads or descriptors. Open sessions are bounded by ``max_sessions``.
 * **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
   observation or state holding ``NaN``/``Infinity`` gives an
   ``EXECUTION_ERROR`` (the session goes on); error details that echo such input
