@@ -1070,6 +1070,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sessions per server in the server section (default 8,32,128,512)",
     )
     parser.add_argument(
+        "--server-steps",
+        type=int,
+        default=SERVER_STEPS,
+        help=f"steps per server per block in the server section (default {SERVER_STEPS})",
+    )
+    parser.add_argument(
         "--servers", default="", help=f"the server section's servers (default all: {','.join(SERVER_LABELS)})"
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")

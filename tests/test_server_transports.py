@@ -253,3 +253,32 @@ def test_pool_opens_past_the_pending_cap(serve: Callable[..., EnvServer]) -> Non
         results = pool.reset()
         assert len(results) == 16
         assert all(r.observation["echoed_message"] == "hi" for r in pool.step([{"message": "hi"}] * 16))
+
+
+# --------------------------------------------------------------------------- the ASGI app
+
+
+def test_asgi_runs_non_blocking_envs_on_its_loop(asgi_server_factory: Callable[..., Any]) -> None:
+    for factory in (InlineEnv, AsyncEnv, StepAsyncEnv):
+        server = asgi_server_factory(factory, max_sessions=2)
+        loop_thread = server._thread.name
+        with connect(server.url.replace("http", "ws") + "/ws") as ws:
+            assert _ask(ws, {"type": "reset"})["data"]["observation"]["thread"] == loop_thread
+            expected = "async:x" if factory is StepAsyncEnv else "x"
+            assert _step(ws, "x") == {"thread": loop_thread, "message": expected}
+        server.stop()
+
+
+def test_asgi_gives_blocking_envs_a_thread_per_session(asgi_server_factory: Callable[..., Any]) -> None:
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = asgi_server_factory(BlockingEnv, max_sessions=2)
+    url = server.url.replace("http", "ws") + "/ws"
+    with connect(url) as slow, connect(url) as fast:
+        threads = {_step(slow, "1")["thread"], _step(fast, "2")["thread"]}
+        assert len(threads) == 2 and server._thread.name not in threads
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        assert _step(fast, "3")["message"] == "3"  # answered while the other session is blocked
+        BlockingEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
