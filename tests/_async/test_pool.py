@@ -259,6 +259,7 @@ async def test_opening_waits_while_the_server_is_full(server_factory: Any) -> No
         await pool.close()
         await blocker.close()
 
+    await _until(lambda: server.active_sessions == 0)  # the server frees slots just after the close handshake
     async with Env(server.url), Env(server.url):
         full = EnvPool(server.url, capacity_timeout=0.3)
         with pytest.raises(CapacityReached, match="still full after waiting capacity_timeout=0.3 s"):
