@@ -1,9 +1,10 @@
 """Every websockets (and asyncio) internal that the shims and the embedded server rely on.
 
 websockets documents only part of what ``src/openenv/_shim_async.py``,
-``src/openenv/_shim_sync.py`` and ``src/openenv/server/app.py`` touch: the
-server replaces the HTTP request parser of the sans-I/O ``ServerProtocol`` (to
-answer requests that carry a body), subclasses the threading server's
+``src/openenv/_shim_sync.py`` and the server (``server/_wscompat.py``,
+``server/_aio.py``, ``server/app.py``) touch: the server replaces the HTTP
+request parser of the sans-I/O ``ServerProtocol`` (to answer requests that
+carry a body), subclasses the threading and the asyncio servers'
 ``ServerConnection`` (to cap pending handshakes), and the client shims drop
 connections through the transport. Each test here names one such internal and
 fails with a message saying what breaks and where, so that a websockets
@@ -183,6 +184,52 @@ def test_server_shutdown_or_our_fallback() -> None:
     else:
         assert list(params) == ["self"], _broken(f"Server.shutdown takes {list(params)}", STOP)
     _require(Server, "serve_forever", STOP)
+
+
+ASYNC = "openenv.server._aio (the asyncio transport: pending cap, body parser, 1012 on stop)"
+
+
+def test_asyncio_serve_and_connection_hooks() -> None:
+    """The asyncio transport subclasses ``ServerConnection`` through its asyncio ``Protocol`` callbacks."""
+    from websockets.asyncio.server import Server as AsyncServer
+    from websockets.asyncio.server import ServerConnection as AsyncServerConnection
+    from websockets.asyncio.server import serve as aserve
+
+    params = _params(aserve)
+    for name in ("process_request", "create_connection", "open_timeout", "max_size", "ping_interval"):
+        assert name in params, _broken(f"websockets.asyncio.server.serve() has no {name!r} argument", ASYNC)
+    init = list(_params(AsyncServerConnection.__init__))
+    assert init[1:3] == ["protocol", "server"], _broken(f"asyncio ServerConnection.__init__ takes {init}", ASYNC)
+    for name in ("connection_made", "data_received", "eof_received", "connection_lost", "handshake", "close", "recv"):
+        _require(AsyncServerConnection, name, ASYNC)
+    assert inspect.iscoroutinefunction(AsyncServerConnection.handshake), _broken("handshake is not a coroutine", ASYNC)
+    assert "text" in _params(AsyncServerConnection.send), _broken("send() takes no text argument", ASYNC)
+    assert "close_connections" in _params(AsyncServer.close), _broken("Server.close takes no close_connections", ASYNC)
+    for name in ("sockets", "wait_closed"):
+        _require(AsyncServer, name, ASYNC)
+
+
+def test_asyncio_connections_are_ours_and_stop_closes_them_with_1012() -> None:
+    """End to end on the asyncio transport: the protocol's parser is ours, ``transport`` is set, 1012 on stop."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    srv = EnvServer(CounterEnv, max_sessions=2, transport="asyncio").start()
+    try:
+        with connect(srv.ws_url) as ws:
+            ws.send('{"type":"reset"}')
+            assert '"observation"' in str(ws.recv(timeout=10))
+            aio = srv._server
+            connections = list(aio._connections)  # type: ignore[union-attr]
+            assert len(connections) == 1 and type(connections[0]).__name__ == "_Connection"
+            assert connections[0].transport is not None, _broken("ServerConnection.transport is not set", ASYNC)
+            assert connections[0].protocol.parser.__name__ == "_parse_request", _broken("parser not installed", ASYNC)
+            srv.stop()
+            with pytest.raises(ConnectionClosed) as info:
+                ws.recv(timeout=10)
+            assert info.value.rcvd is not None and info.value.rcvd.code == 1012
+    finally:
+        srv.stop()
 
 
 def test_connections_made_by_serve_are_ours_and_stop_closes_them() -> None:
