@@ -326,7 +326,7 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks vs raw websockets floors and openenv==0.10.0 (bench/README.md); `-- --only docker`."""
-    session.install("-e", ".[docker]", "matplotlib")
+    session.install("-e", ".[docker,server]", "matplotlib")  # server: the ASGI app's contenders (uvicorn)
     # The released client installs the import name `openenv` too: it gets a venv of its own.
     released = Path(session.virtualenv.location).parent / "bench-openenv-0.10.0"
     python = released / ("Scripts" if os.name == "nt" else "bin") / "python"

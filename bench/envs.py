@@ -10,9 +10,14 @@ keep deflate honest: a run of one repeated character would compress to nothing.
 ``SleepEnvironment`` is the echo environment whose ``step`` first sleeps
 ``BENCH_SLEEP_MS`` milliseconds (default 5) with ``time.sleep``: a stand-in for
 an environment that spends its step waiting (a sandbox exec, a simulator, an
-LLM judge). Our server runs each session's frames in that connection's own
-thread, so the sleeps of different sessions overlap (and release the GIL);
-what a client gains by keeping many sessions in flight shows against it.
+LLM judge). It declares ``blocking = True``, so our server runs each
+session's calls on that session's own worker thread: the sleeps of different
+sessions overlap (and release the GIL); what a client gains by keeping many
+sessions in flight shows against it.
+
+``BlockingEchoEnvironment`` is the echo environment declared blocking (the
+default for an environment that says nothing): the server section's
+"blocking" variant, one thread hop per call.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from functools import cache
 
 from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation
 
-__all__ = ["BlobObservation", "BlobEnvironment", "SleepEnvironment", "blob"]
+__all__ = ["BlobObservation", "BlobEnvironment", "SleepEnvironment", "BlockingEchoEnvironment", "blob"]
 
 
 @cache
@@ -58,6 +63,8 @@ class BlobEnvironment(EchoEnvironment):
 class SleepEnvironment(EchoEnvironment):
     """Echo, sleeping ``BENCH_SLEEP_MS`` milliseconds (default 5) in every ``step``."""
 
+    blocking = True  # it sleeps: a worker thread per session
+
     def __init__(self) -> None:
         super().__init__()
         self._sleep = float(os.environ.get("BENCH_SLEEP_MS", "5")) / 1000
@@ -65,3 +72,9 @@ class SleepEnvironment(EchoEnvironment):
     def step(self, action: EchoAction) -> EchoObservation:
         time.sleep(self._sleep)
         return super().step(action)
+
+
+class BlockingEchoEnvironment(EchoEnvironment):
+    """Echo declared blocking (the default for an environment): served with a worker thread per session."""
+
+    blocking = True

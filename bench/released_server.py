@@ -10,6 +10,9 @@ and uvicorn serves it with its defaults (one worker, no access log) on
 127.0.0.1 and an ephemeral port. When it listens it prints
 ``serving echo (released) on http://127.0.0.1:PORT`` on stderr, the line
 ``bench/run.py`` waits for (our ``python -m openenv serve`` prints the same).
+With ``--async`` the environment also defines ``reset_async``/``step_async``
+(the same logic), which 0.10.0 awaits inline on its event loop instead of
+running ``reset``/``step`` in a worker thread: its two modes.
 """
 
 from __future__ import annotations
@@ -67,13 +70,25 @@ class EchoEnvironment(Environment):
         return self._state
 
 
+class AsyncEchoEnvironment(EchoEnvironment):
+    """The same echo with OpenEnv's ``reset_async``/``step_async``, which 0.10.0 awaits on its loop (no thread hop)."""
+
+    async def reset_async(  # type: ignore[override]
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    async def step_async(self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any) -> EchoObservation:  # type: ignore[override]
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-sessions", type=int, default=64)
+    parser.add_argument("--async", dest="use_async", action="store_true", help="serve AsyncEchoEnvironment")
     args = parser.parse_args()
-    app = create_app(
-        EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=args.max_sessions
-    )
+    env_cls = AsyncEchoEnvironment if args.use_async else EchoEnvironment
+    app = create_app(env_cls, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=args.max_sessions)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -73,10 +73,21 @@ BOOT_LABELS = {
     "ours-sync": "`openenv.sync.Env.from_docker_image(image)` (1 container)",
     "rel-await": "0.10.0 `GenericEnvClient.from_docker_image(image)` (1 container)",
 }
+#: the server section's servers: label, and how each is started (see bench/README.md)
 SERVER_LABELS = {
-    "srv-ours": "ours: `python -m openenv serve echo`",
-    "srv-rel": "0.10.0: `create_app` + uvicorn (bench/released_server.py)",
+    "srv-aio": "ours, asyncio transport, echo on the loop (`serve echo`)",
+    "srv-aio-blk": "ours, asyncio transport, blocking echo (worker thread per session)",
+    "srv-thr": "ours, threading transport, echo (`serve echo --transport threads`)",
+    "srv-asgi": "ours, ASGI app + uvicorn, echo on the loop",
+    "srv-asgi-blk": "ours, ASGI app + uvicorn, blocking echo (worker thread per session)",
+    "srv-rel": "0.10.0, sync env (worker thread per session)",
+    "srv-rel-async": "0.10.0, async env (`step_async` awaited on the loop)",
+    "floor-aio": "raw websockets asyncio echo (floor)",
+    "floor-thr": "raw websockets threading echo (floor)",
 }
+SERVER_SIZES = (8, 32, 128, 512)
+#: steps per server per block (a block is max(3, this // sessions) batches)
+SERVER_STEPS = 2000
 CHART_LABELS = {
     "pool:ours-pool": "sync-pool",
     "pool:ours-sync": "sync-seq",
@@ -85,8 +96,7 @@ CHART_LABELS = {
     "boot:ours-pool": "EnvPool of 8",
     "boot:ours-sync": "Env (1)",
     "boot:rel-await": "0.10.0 (1)",
-    "srv-ours": "our server",
-    "srv-rel": "0.10.0 server",
+    **{k: k for k in SERVER_LABELS},
 }
 IMPORT_LABELS = {
     "imp:ours-sync": "import openenv.sync",
@@ -110,7 +120,13 @@ class Server:
     """``python -m openenv serve SPEC`` in its own process, on 127.0.0.1 and an ephemeral port."""
 
     def __init__(
-        self, spec: str, max_sessions: int, env: dict[str, str] | None = None, released: str | None = None
+        self,
+        spec: str,
+        max_sessions: int,
+        env: dict[str, str] | None = None,
+        released: str | None = None,
+        extra: Sequence[str] = (),
+        script: str | None = None,
     ) -> None:
         self.spec = spec
         if released:
@@ -118,8 +134,12 @@ class Server:
             # scratch cwd and without PYTHONPATH: nothing named openenv/ may shadow the venv's package
             penv = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENENV_MODE")}
             penv.update(env or {})
-            cmd = [released, str(HERE / "released_server.py"), "--max-sessions", str(max_sessions)]
+            cmd = [released, str(HERE / "released_server.py"), "--max-sessions", str(max_sessions), *extra]
             cwd = tempfile.gettempdir()
+        elif script:  # bench/asgi_server.py, bench/floor_server.py
+            penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+            cmd = [sys.executable, str(HERE / script), *extra, "--max-sessions", str(max_sessions)]
+            cwd = str(ROOT)
         else:
             penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
             cmd = [
@@ -134,6 +154,7 @@ class Server:
                 "0",
                 "--max-sessions",
                 str(max_sessions),
+                *extra,
             ]
             cwd = str(ROOT)
         self.proc = subprocess.Popen(
@@ -159,6 +180,13 @@ class Server:
         """The server process's CPU time so far (user + system, all threads), in seconds."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def status(self) -> tuple[float, int]:
+        """(resident memory in MiB, threads) of the server process now."""
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines() if ":" in line
+        )
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -342,14 +370,69 @@ def section_server(
 ) -> dict[str, Any]:
     """One client worker per server (the same kind), N sessions each; server CPU read from /proc."""
     kinds = list(servers)
+    idle = {k: servers[k].status() for k in kinds}
+    status: dict[str, tuple[float, int]] = {}
     try:
         for kind in kinds:
-            workers[kind].call(op="mopen", url=servers[kind].url, size=size, message=MESSAGE, warmup=10)
+            workers[kind].call(op="mopen", url=servers[kind].url, size=size, message=MESSAGE, warmup=3)
         raw = run_rounds(kinds, rounds, lambda k: server_timed(workers[k], servers[k], n))
+        status = {k: servers[k].status() for k in kinds}  # with every session still open
     finally:
         for kind in kinds:
             workers[kind].call(op="mclose")
-    return {k: batch_summary(v, size) for k, v in raw.items()}
+    out = {k: batch_summary(v, size) for k, v in raw.items()}
+    for k in kinds:
+        out[k]["rss_mib"], out[k]["threads"] = status.get(k, (float("nan"), 0))
+        out[k]["rss_idle_mib"], out[k]["threads_idle"] = idle[k]
+    return out
+
+
+def start_server(kind: str, released: str, cap: int) -> Server:
+    """One server of the server section (each in its own process)."""
+    blocking = "bench.envs:BlockingEchoEnvironment"
+    if kind == "srv-aio":
+        return Server("echo", cap, extra=["--transport", "asyncio"])
+    if kind == "srv-aio-blk":
+        return Server(blocking, cap, extra=["--transport", "asyncio"])
+    if kind == "srv-thr":
+        return Server("echo", cap, extra=["--transport", "threads"])
+    if kind == "srv-asgi":
+        return Server("echo", cap, script="asgi_server.py", extra=["echo"])
+    if kind == "srv-asgi-blk":
+        return Server(blocking, cap, script="asgi_server.py", extra=[blocking])
+    if kind == "srv-rel":
+        return Server("echo", cap, released=released)
+    if kind == "srv-rel-async":
+        return Server("echo", cap, released=released, extra=["--async"])
+    if kind in ("floor-aio", "floor-thr"):
+        return Server(
+            "echo", cap, script="floor_server.py", extra=["--mode", "asyncio" if kind == "floor-aio" else "threads"]
+        )
+    raise ValueError(kind)
+
+
+def run_server_section(
+    released: str, logdir: Path, sizes: Sequence[int], steps: int, rounds: int, kinds: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Every server at every size, interleaved per round; one ``ours-aio`` client worker per server."""
+    cap = max(sizes) + 8
+    servers: dict[str, Server] = {}
+    clients: dict[str, Worker] = {}
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for kind in kinds:
+            servers[kind] = start_server(kind, released, cap)
+            clients[kind] = Worker("ours-aio", sys.executable, logdir, name=f"ours-aio-{kind}")
+        for size in sizes:
+            n = max(3, steps // size)
+            log(f"server: {size} sessions, {n} batches x {rounds} rounds of {list(kinds)}")
+            out[str(size)] = section_server(clients, servers, size, n, rounds)
+    finally:
+        for w in clients.values():
+            w.quit()
+        for sv in servers.values():
+            sv.stop()
+    return out
 
 
 def section_boot(workers: dict[str, Worker], size: int, rounds: int) -> dict[str, Any]:
@@ -562,11 +645,62 @@ TARGETS = [
 ]
 
 
+for _size in SERVER_SIZES:
+    for _ours, _what in (("srv-aio", "embedded (asyncio)"), ("srv-asgi", "ASGI app")):
+        TARGETS += [
+            (
+                f"{_size} sessions, {_what}, echo on the loop: steps/s",
+                f"server{_size}",
+                "rate",
+                _ours,
+                "srv-rel",
+                ">=",
+                2.0,
+                f"{_ours} / 0.10.0 sync env",
+            ),
+            (
+                f"{_size} sessions, {_what}, echo on the loop: steps/s",
+                f"server{_size}",
+                "rate",
+                _ours,
+                "srv-rel-async",
+                ">=",
+                1.2,
+                f"{_ours} / 0.10.0 async env",
+            ),
+            (
+                f"{_size} sessions, {_what}, echo on the loop: server CPU/step",
+                f"server{_size}",
+                "server_cpu_step",
+                _ours,
+                "floor-aio",
+                "<=",
+                1.5,
+                f"{_ours} / raw websockets asyncio",
+            ),
+        ]
+    for _ours, _what in (("srv-aio-blk", "embedded (asyncio)"), ("srv-asgi-blk", "ASGI app")):
+        TARGETS.append(
+            (
+                f"{_size} sessions, {_what}, blocking echo: steps/s",
+                f"server{_size}",
+                "rate",
+                _ours,
+                "srv-rel",
+                ">=",
+                1.2,
+                f"{_ours} / 0.10.0 sync env",
+            )
+        )
+
+
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target as the ratio of the two medians (what decides met/missed), plus the median of
     per-round paired ratios (both contenders measured next to each other in the same round)."""
     out: list[dict[str, Any]] = []
     for measure, section, key, num, den, op, bound, what in TARGETS:
+        if section.startswith("server") and section not in res:
+            continue  # a size (or the whole server section) not run
         a = res.get(section, {}).get(num)
         b = res.get(section, {}).get(den)
         row: dict[str, Any] = {
@@ -595,6 +729,15 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
 
 def us(x: float) -> str:
     return f"{x * 1e6:,.0f} µs" if x < 1e-2 else f"{x * 1e3:,.1f} ms"
+
+
+def _vs(v: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """``ratio of medians [min – max of per-round ratios]`` of steps/s."""
+    if not base:
+        return "–"
+    pairs = [a / b for a, b in zip(v["by_round"]["rate"], base["by_round"]["rate"], strict=False) if b]
+    spread = f" [{min(pairs):.2f} – {max(pairs):.2f}]" if pairs else ""
+    return f"{v['rate'] / base['rate']:.2f}×{spread}"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -759,29 +902,41 @@ def markdown(results: dict[str, Any]) -> str:
         lines.extend(["## Booting containers", "", f"Skipped: {meta['skipped']['boot']}", ""])
     srv = res.get("server")
     if srv:
-        n = meta.get("server_sessions")
         lines.extend(
             [
-                f"## Server: {n} sessions, same client, same echo logic",
+                "## Server: our transports against 0.10.0's server and the raw websockets floors",
                 "",
-                f"Client: `openenv.aio.Env` x {n}, a batch = `asyncio.gather` of one step on each; "
-                f"{meta.get('server_batches')} batches per server per round. Server CPU from /proc "
-                "(user + system, all threads), summed over all blocks.",
+                "The same client for every server: one `openenv.aio.Env` worker per server holding N sessions, a "
+                "batch = `asyncio.gather` of one step on each; every server in its own process, all of them "
+                f"running at once, blocks interleaved round-robin ({meta.get('server_rounds')} rounds, "
+                f"max(3, {meta.get('server_steps')} / N) batches per block). Server CPU from /proc (user + system, "
+                "all threads) summed over all blocks; RSS and threads read with the N sessions open. "
+                "`vs 0.10.0 sync` / `vs 0.10.0 async`: ratio of the median steps/s, then [min – max] of the "
+                "per-round ratios (the same round's blocks, minutes apart at most).",
                 "",
-                "| server | batch p50 | p50 range over rounds | steps/s | server CPU/step | server busy "
-                "| client CPU/step | steps/s vs 0.10.0 |",
-                "|---|---|---|---|---|---|---|---|",
             ]
         )
-        rel = srv.get("srv-rel", {}).get("steps_rate")
-        for k, v in srv.items():
-            vs = f"{v['steps_rate'] / rel:.2f}×" if rel else "–"
-            lines.append(
-                f"| {SERVER_LABELS.get(k, k)} | {us(v['p50'])} | {us(v['p50_min'])} – {us(v['p50_max'])} | "
-                f"{v['steps_rate']:,.0f} | {us(v['server_cpu_step'])} | {v['server_busy']:.0%} | "
-                f"{us(v['cpu_step'])} | {vs} |"
+        for size, table in srv.items():
+            base = table.get("srv-rel")
+            base_async = table.get("srv-rel-async")
+            floor = table.get("floor-aio")
+            lines.extend(
+                [
+                    f"### {size} sessions",
+                    "",
+                    "| server | steps/s | vs 0.10.0 sync | vs 0.10.0 async | server CPU/step | vs asyncio floor CPU "
+                    "| batch p50 | server busy | RSS | threads |",
+                    "|---|---|---|---|---|---|---|---|---|---|",
+                ]
             )
-        lines.append("")
+            for k, v in table.items():
+                lines.append(
+                    f"| {SERVER_LABELS.get(k, k)} | {v['steps_rate']:,.0f} | {_vs(v, base)} | {_vs(v, base_async)} | "
+                    f"{us(v['server_cpu_step'])} | "
+                    f"{(v['server_cpu_step'] / floor['server_cpu_step']) if floor else float('nan'):.2f}× | "
+                    f"{us(v['p50'])} | {v['server_busy']:.0%} | {v['rss_mib']:.0f} MiB | {v['threads']} |"
+                )
+            lines.append("")
     elif "server" in meta.get("skipped", {}):
         lines.extend(["## Server", "", f"Skipped: {meta['skipped']['server']}", ""])
     lines.extend(
@@ -843,9 +998,9 @@ def chart(results: dict[str, Any], path: Path) -> None:
             )
     if res.get("boot"):
         panels.append(("boot: to first reset on all (s)", {f"boot:{k}": v["ready"] for k, v in res["boot"].items()}))
-    if res.get("server"):
+    for size, table in (res.get("server") or {}).items():
         panels.append(
-            ("server, 32 sessions: steps/s (higher is better)", {k: v["steps_rate"] for k, v in res["server"].items()})
+            (f"server, {size} sessions: steps/s (higher is better)", {k: v["steps_rate"] for k, v in table.items()})
         )
     if not panels:
         return
@@ -906,6 +1061,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--docker-rounds", type=int, default=7, help="measured rounds of the Docker section (default 7)"
     )
     parser.add_argument("--boot-rounds", type=int, default=4, help="measured rounds of the boot section (default 4)")
+    parser.add_argument(
+        "--server-rounds", type=int, default=9, help="measured rounds of the server section (default 9)"
+    )
+    parser.add_argument(
+        "--server-sizes",
+        default="8,32,128,512",
+        help="sessions per server in the server section (default 8,32,128,512)",
+    )
+    parser.add_argument(
+        "--server-steps",
+        type=int,
+        default=SERVER_STEPS,
+        help=f"steps per server per block in the server section (default {SERVER_STEPS})",
+    )
+    parser.add_argument(
+        "--servers", default="", help=f"the server section's servers (default all: {','.join(SERVER_LABELS)})"
+    )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")
     parser.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/results)")
     parser.add_argument("--no-commit-copy", action="store_true", help="do not update bench/RESULTS.md")
@@ -928,7 +1100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pool": {8: 10, 32: 4} if args.quick else {8: 60, 32: 20},
         "pool-sleep": {8: 4, 32: 2} if args.quick else {8: 30, 32: 10},
     }
-    server_sessions, server_batches = 32, (4 if args.quick else 20)
+    server_sizes = (8, 32) if args.quick else tuple(int(x) for x in args.server_sizes.split(","))
+    server_steps = 200 if args.quick else args.server_steps
+    server_rounds = 2 if args.quick else args.server_rounds
+    only_servers = [k for k in args.servers.split(",") if k] if args.servers else list(SERVER_LABELS)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     logdir = out_dir / "logs"
@@ -957,8 +1132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "boot_size": boot_size,
         "pool_batches": {p: {str(k): v for k, v in b.items()} for p, b in pool_batches.items()},
         "sleep_ms": SLEEP_MS,
-        "server_sessions": server_sessions,
-        "server_batches": server_batches,
+        "server_sizes": list(server_sizes),
+        "server_steps": server_steps,
+        "server_rounds": server_rounds,
         "step_n": step_n,
         "large_n": large_n,
         "setup_n": setup_n,
@@ -1075,19 +1251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             log(f"boot: {boot_size} containers vs 1, {boot_rounds} rounds of {bkinds}")
             res["boot"] = section_boot({k: workers[k] for k in bkinds}, boot_size, boot_rounds)
         if "server" in only and released:
-            cap = server_sessions + 8
-            srv = {"srv-ours": Server("echo", cap), "srv-rel": Server("echo", cap, released=released)}
-            servers.extend(srv.values())
-            # the same client (ours-aio) for both: one worker per server so each keeps its sessions open
-            clients = {k: Worker("ours-aio", sys.executable, logdir, name=f"ours-aio-{k}") for k in srv}
-            try:
-                log(f"server: {server_sessions} sessions, {server_batches} batches x {rounds} rounds")
-                res["server"] = section_server(clients, srv, server_sessions, server_batches, rounds)
-            finally:
-                for w in clients.values():
-                    w.quit()
-                for sv in srv.values():
-                    sv.stop()
+            res["server"] = run_server_section(
+                released, logdir, server_sizes, server_steps, server_rounds, only_servers
+            )
+            for size, table in res["server"].items():
+                res[f"server{size}"] = table
     finally:
         for w in workers.values():
             w.quit()

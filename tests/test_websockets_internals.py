@@ -1,9 +1,10 @@
 """Every websockets (and asyncio) internal that the shims and the embedded server rely on.
 
 websockets documents only part of what ``src/openenv/_shim_async.py``,
-``src/openenv/_shim_sync.py`` and ``src/openenv/server/app.py`` touch: the
-server replaces the HTTP request parser of the sans-I/O ``ServerProtocol`` (to
-answer requests that carry a body), subclasses the threading server's
+``src/openenv/_shim_sync.py`` and the server (``server/_wscompat.py``,
+``server/_aio.py``, ``server/app.py``) touch: the server replaces the HTTP
+request parser of the sans-I/O ``ServerProtocol`` (to answer requests that
+carry a body), subclasses the threading and the asyncio servers'
 ``ServerConnection`` (to cap pending handshakes), and the client shims drop
 connections through the transport. Each test here names one such internal and
 fails with a message saying what breaks and where, so that a websockets
@@ -32,7 +33,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from openenv import _shim_async, _shim_sync
 from openenv.server import EnvServer
-from openenv.server import app as server_app
+from openenv.server import _wscompat as wscompat
 
 from .envs import CounterEnv
 
@@ -59,7 +60,7 @@ def _params(fn: Any) -> dict[str, inspect.Parameter]:
 # --------------------------------------------------------------------------- server: request parser
 
 
-PARSER = "openenv.server.app._install_request_parser/_parse_request (HTTP requests with a body)"
+PARSER = "openenv.server._wscompat.install_request_parser/_parse_request (HTTP requests with a body)"
 
 
 def _protocol() -> ServerProtocol:
@@ -85,7 +86,7 @@ def test_install_request_parser_really_installs() -> None:
     """``_install_request_parser`` keeps websockets' parser on an unknown layout: make that loud here."""
     protocol = _protocol()
     original = protocol.parser
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     assert protocol.parser is not original, _broken(
         "the server's request parser could not be installed (protocol layout changed)", PARSER
     )
@@ -98,7 +99,7 @@ def test_request_parse_takes_a_read_line_generator() -> None:
     )
     fields = {field.name for field in dataclasses.fields(Request)}
     assert {"path", "headers"} <= fields, _broken(f"Request fields are {sorted(fields)}", PARSER)
-    assert server_app._REQUEST_HAS_METHOD == ("method" in fields)
+    assert wscompat._REQUEST_HAS_METHOD == ("method" in fields)
 
 
 def _feed(protocol: ServerProtocol, data: bytes) -> None:
@@ -108,7 +109,7 @@ def _feed(protocol: ServerProtocol, data: bytes) -> None:
 def test_request_with_a_body_is_refused_after_the_headers() -> None:
     """``_body_request`` reads the refusal of a body from the lines read so far: the blank line must be among them."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 501 "), _broken(f"a POST with a body was answered {data[:40]!r}", PARSER)
@@ -118,13 +119,13 @@ def test_request_with_a_body_is_refused_after_the_headers() -> None:
 def test_post_without_a_body_reaches_process_request() -> None:
     """websockets < 17 refuses any method but GET in ``Request.parse``: our parser hands it over anyway."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\n\r\n")
     events = protocol.events_received()
     assert len(events) == 1 and isinstance(events[0], Request), _broken(
         f"a bodiless POST gave the events {events!r}", PARSER
     )
-    assert server_app._method(events[0]) == "POST"
+    assert wscompat.method_of(events[0]) == "POST"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ def test_post_without_a_body_reaches_process_request() -> None:
 def test_too_long_lines_raise_security_error(request_bytes: bytes, status: bytes) -> None:
     """The parser maps websockets' ``SecurityError`` for too-long lines to 414/431."""
     protocol = _protocol()
-    server_app._install_request_parser(protocol, EnvServer(CounterEnv))
+    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
     _feed(protocol, request_bytes)
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 " + status), _broken(
@@ -176,13 +177,59 @@ def test_server_connection_hooks() -> None:
 def test_server_shutdown_or_our_fallback() -> None:
     """websockets 17 closes connections in ``Server.shutdown``; before, ``stop()`` does it itself."""
     params = _params(Server.shutdown)
-    if server_app._SHUTDOWN_CLOSES:
+    if wscompat.SYNC_SHUTDOWN_CLOSES:
         assert {"close_connections", "code", "reason"} <= set(params), _broken(
             f"Server.shutdown takes {list(params)}", STOP
         )
     else:
         assert list(params) == ["self"], _broken(f"Server.shutdown takes {list(params)}", STOP)
     _require(Server, "serve_forever", STOP)
+
+
+ASYNC = "openenv.server._aio (the asyncio transport: pending cap, body parser, 1012 on stop)"
+
+
+def test_asyncio_serve_and_connection_hooks() -> None:
+    """The asyncio transport subclasses ``ServerConnection`` through its asyncio ``Protocol`` callbacks."""
+    from websockets.asyncio.server import Server as AsyncServer
+    from websockets.asyncio.server import ServerConnection as AsyncServerConnection
+    from websockets.asyncio.server import serve as aserve
+
+    params = _params(aserve)
+    for name in ("process_request", "create_connection", "open_timeout", "max_size", "ping_interval"):
+        assert name in params, _broken(f"websockets.asyncio.server.serve() has no {name!r} argument", ASYNC)
+    init = list(_params(AsyncServerConnection.__init__))
+    assert init[1:3] == ["protocol", "server"], _broken(f"asyncio ServerConnection.__init__ takes {init}", ASYNC)
+    for name in ("connection_made", "data_received", "eof_received", "connection_lost", "handshake", "close", "recv"):
+        _require(AsyncServerConnection, name, ASYNC)
+    assert inspect.iscoroutinefunction(AsyncServerConnection.handshake), _broken("handshake is not a coroutine", ASYNC)
+    assert "text" in _params(AsyncServerConnection.send), _broken("send() takes no text argument", ASYNC)
+    assert "close_connections" in _params(AsyncServer.close), _broken("Server.close takes no close_connections", ASYNC)
+    for name in ("sockets", "wait_closed"):
+        _require(AsyncServer, name, ASYNC)
+
+
+def test_asyncio_connections_are_ours_and_stop_closes_them_with_1012() -> None:
+    """End to end on the asyncio transport: the protocol's parser is ours, ``transport`` is set, 1012 on stop."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    srv = EnvServer(CounterEnv, max_sessions=2, transport="asyncio").start()
+    try:
+        with connect(srv.ws_url) as ws:
+            ws.send('{"type":"reset"}')
+            assert '"observation"' in str(ws.recv(timeout=10))
+            aio = srv._server
+            connections = list(aio._connections)  # type: ignore[union-attr]
+            assert len(connections) == 1 and type(connections[0]).__name__ == "_Connection"
+            assert connections[0].transport is not None, _broken("ServerConnection.transport is not set", ASYNC)
+            assert connections[0].protocol.parser.__name__ == "_parse_request", _broken("parser not installed", ASYNC)
+            srv.stop()
+            with pytest.raises(ConnectionClosed) as info:
+                ws.recv(timeout=10)
+            assert info.value.rcvd is not None and info.value.rcvd.code == 1012
+    finally:
+        srv.stop()
 
 
 def test_connections_made_by_serve_are_ours_and_stop_closes_them() -> None:

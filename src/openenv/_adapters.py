@@ -84,7 +84,10 @@ def connect_error(
     text = str(error)
     clean = scrub(text, secrets)
     if clean != text and type(error) in (ConnectError, ConnectTimeout, InvalidURL):
-        return type(error)(clean)
+        scrubbed = type(error)(clean)
+        if isinstance(error, ConnectError) and isinstance(scrubbed, ConnectError):
+            scrubbed.status = error.status
+        return scrubbed
     return error
 
 
@@ -108,7 +111,9 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         )
         if status in (401, 403) and not hint:
             hint = "; check the Authorization header"
-        return ConnectError(f"the server at {url} refused the WebSocket upgrade with HTTP {status}{hint}")
+        refused = ConnectError(f"the server at {url} refused the WebSocket upgrade with HTTP {status}{hint}")
+        refused.status = status
+        return refused
     if isinstance(exc, InvalidHandshake):
         return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
     if isinstance(exc, ConnectionRefusedError):

@@ -2,7 +2,7 @@
 
 Commands:
 
-``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N] [--idle-timeout S] [--max-pending N]``
+``serve MODULE:FACTORY [--host H] [--port P] [--max-sessions N] [--idle-timeout S] [--max-pending N] [--transport T]``
     Serve an environment with [`openenv.server.EnvServer`][openenv.server.EnvServer] until Ctrl-C
     or SIGTERM. ``MODULE:FACTORY`` names an [`Environment`][openenv.server.Environment]
     subclass or a zero-argument callable (``pkg.mod:Factory``, dotted

@@ -48,6 +48,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             max_sessions=max_sessions,
             idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
             max_pending=args.max_pending,
+            transport=args.transport,
         )
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -123,8 +124,16 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
     p_serve.add_argument(
         "--max-pending",
         type=_integer,
-        default=64,
-        help="connections still in their handshake, at most; more get 503 at once (default: 64)",
+        default=None,
+        help="connections still in their handshake, at most; more get 503 at once "
+        "(default: 64 or twice --max-sessions, whichever is larger)",
+    )
+    p_serve.add_argument(
+        "--transport",
+        choices=["asyncio", "threads"],
+        default=None,
+        help="asyncio: one event loop, a worker thread only per blocking session; threads: websockets' "
+        "threading server (default: $OPENENV_SERVER_TRANSPORT, else asyncio)",
     )
     p_serve.add_argument(
         "--asgi",

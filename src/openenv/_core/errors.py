@@ -76,7 +76,14 @@ class InvalidHeader(InvalidOption):
 
 
 class ConnectError(OpenEnvError, ConnectionError):
-    """The WebSocket session could not be opened (refused, unreachable, rejected handshake)."""
+    """The WebSocket session could not be opened (refused, unreachable, rejected handshake).
+
+    Attributes:
+        status: the HTTP status of a refused upgrade (``503``: the server is
+            overloaded or stopping, worth retrying later); ``None`` otherwise.
+    """
+
+    status: int | None = None
 
 
 class EnvTimeout(OpenEnvError, TimeoutError):

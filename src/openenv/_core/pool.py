@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import OpenEnvError, SessionBusy, SessionLost
+from .errors import CapacityReached, ConnectError, OpenEnvError, SessionBusy, SessionLost
 from .result import StepResult
 
-__all__ = ["Completed", "PoolMetrics", "JobKind", "Job", "PoolCore", "ON_FAILURE"]
+__all__ = ["Completed", "PoolMetrics", "JobKind", "Job", "PoolCore", "ON_FAILURE", "waits_for_capacity"]
 
 ObsT = TypeVar("ObsT")
 
@@ -387,6 +387,15 @@ class PoolCore:
             replacements=self.replacements,
             checked_out=sum(1 for slot in self.slots if slot.checked_out),
         )
+
+
+def waits_for_capacity(exc: BaseException | None) -> bool:
+    """Whether opening a session failed for want of room now (retried with backoff within ``capacity_timeout``).
+
+    ``CAPACITY_REACHED``, and a handshake refused with HTTP ``503`` (the
+    server's pending-connection cap: too many handshakes at once).
+    """
+    return isinstance(exc, CapacityReached) or (isinstance(exc, ConnectError) and exc.status == 503)
 
 
 def check_size(size: int) -> None:

@@ -18,10 +18,10 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.retry import Deadline, backoff
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
-from .._core.errors import BootstrapError, CapacityReached, EnvClosed, OpenEnvError, PoolError
+from .._core.errors import BootstrapError, CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
 from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
-from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error
+from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error, waits_for_capacity
 from .._core.result import StepResult
 from .._core.servers import (
     assign,
@@ -544,8 +544,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                     raise exc
             ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
             first = next(iter(errors.values()))
-            if len(ours) != len(errors) or all(isinstance(e, CapacityReached) for e in errors.values()):
-                raise first  # a full server: its CapacityReached says how long the pool waited
+            if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
+                raise first  # a full (or overloaded) server: its error says how long the pool waited
             raise PoolError(pool_error("opening", list(indices), {}, ours), [], ours) from first
 
     def _connect_env(
@@ -560,8 +560,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             try:
                 env.connect()
                 return
-            except CapacityReached as exc:
-                self._check_overcommitted(env, exc)
+            except (CapacityReached, ConnectError) as exc:
+                if not waits_for_capacity(exc):
+                    raise
+                if isinstance(exc, CapacityReached):
+                    self._check_overcommitted(env, exc)
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
                 _pause(deadline.cap(next(delays)), stop)
@@ -841,7 +844,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         self, jobs: Sequence[Job], results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
-        full = [job for job in jobs if isinstance(errors.get(job.index), CapacityReached)]
+        full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
         if not full:
             return
         deadline = Deadline(self._capacity_timeout)
@@ -887,8 +890,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             try:
                 self._connect_env(env, deadline, stop)
                 return env.reset(**kwargs)
-            except CapacityReached as exc:
-                self._check_overcommitted(env, exc)
+            except (CapacityReached, ConnectError) as exc:
+                if not waits_for_capacity(exc):
+                    raise
+                if isinstance(exc, CapacityReached):
+                    self._check_overcommitted(env, exc)
                 if deadline.expired:
                     raise _still_full(exc, self._capacity_timeout) from None
                 _pause(deadline.cap(next(delays)), stop)
@@ -1266,7 +1272,14 @@ def _checked_size(size: int) -> int:
     return size
 
 
-def _still_full(exc: CapacityReached, waited: float | None) -> CapacityReached:
+def _still_full(exc: CapacityReached | ConnectError, waited: float | None) -> OpenEnvError:
+    if isinstance(exc, ConnectError):
+        still = ConnectError(
+            f"{exc}; the server was still overloaded after waiting capacity_timeout={waited} s with backoff. "
+            "Open fewer sessions at once, or raise the server's max_pending"
+        )
+        still.status = exc.status
+        return still
     return CapacityReached(
         f"{exc.message}; the server was still full after waiting capacity_timeout={waited} s with backoff. "
         "Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",

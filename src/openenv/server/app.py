@@ -1,4 +1,4 @@
-"""A small OpenEnv-protocol server built on websockets' threading server.
+"""A small OpenEnv-protocol server built on websockets (its asyncio server by default).
 
 [`EnvServer`][openenv.server.EnvServer] serves one environment factory on one port, speaking the
 OpenEnv wire protocol as the released servers do (``openenv`` 0.10.0 and
@@ -16,10 +16,13 @@ What it serves
   been reserved. Frames ``reset``, ``step``, ``state``, ``close`` and ``mcp``
   (JSON-RPC ``tools/list``/``tools/call`` for environments with
   [`tool()`][openenv.server.tool] methods, see `openenv.server.tools`;
-  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order; each
-  connection runs in its own
-  thread (websockets' own), so a slow ``step`` blocks only its session while
-  keepalive pings are still answered.
+  ``-32603 Environment does not support MCP`` for the others). One reply per request, in order.
+  On the default asyncio transport (`openenv.server._aio`) every connection is
+  a task on one event loop; an environment that does not block (``blocking =
+  False``, or ``async`` methods) runs on that loop, a blocking one on a worker
+  thread of its own per session, so a slow ``step`` blocks only its session
+  while keepalive pings are still answered. ``transport="threads"`` runs each
+  connection in websockets' own threads instead.
 * HTTP ``GET /health``, ``/metadata``, ``/schema`` and ``/state`` (stateless:
   each ``/state`` call creates, reads and closes a fresh instance), answered
   from websockets' ``process_request`` hook with JSON bodies.
@@ -57,12 +60,14 @@ Differences from the reference server
   ``idle_timeout`` seconds (default 300; ``None``: never) is closed with code
   ``1001`` and reason ``"idle timeout: no message for N s"``, freeing its slot.
   Keepalive pings do not count; a long ``step`` is not idleness.
-* **Pending connections are capped**: each accepted TCP connection costs two
-  threads and a socket until its handshake (or HTTP request) completes, within
-  ``handshake_timeout`` (10 s). Beyond ``max_pending`` (64) such connections,
-  new ones are answered ``503`` without reading the request and closed (the
-  client may see a reset instead), so a flood of slow connections cannot
-  exhaust threads or descriptors. Open sessions are bounded by ``max_sessions``.
+* **Pending connections are capped**: each accepted TCP connection costs a
+  socket (and two threads on the threading transport) until its handshake (or
+  HTTP request) completes, within ``handshake_timeout`` (10 s). Beyond
+  ``max_pending`` (64, or twice ``max_sessions`` if larger) such connections,
+  new ones are answered ``503`` and closed: after skipping the request's headers
+  on the asyncio transport, without reading them on the threading one (whose
+  client may see a reset instead). A flood of slow connections cannot exhaust
+  threads or descriptors. Open sessions are bounded by ``max_sessions``.
 * **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
   observation or state holding ``NaN``/``Infinity`` gives an
   ``EXECUTION_ERROR`` (the session goes on); error details that echo such input
@@ -74,29 +79,31 @@ uvicorn) make websockets close the connection with code ``1009``.
 
 from __future__ import annotations
 
-import dataclasses
 import email.utils
 import http
-import inspect
 import json
 import logging
+import os
 import signal
 import socket
 import ssl as _ssl
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed, InvalidMessage, SecurityError
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.protocol import CONNECTING, OPEN, Protocol
+from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
+from ._aio import OVERLOADED as _OVERLOADED
+from ._aio import AsyncioTransport
+from ._wscompat import SYNC_SHUTDOWN_CLOSES, install_request_parser, method_of
 from .protocol import GET_ROUTES as _GET_ROUTES
 from .protocol import POST_ROUTES as _POST_ROUTES
 from .protocol import WS_PATH as _WS_PATH
@@ -111,6 +118,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_PENDING",
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "Transport",
 ]
 
 logger = logging.getLogger("openenv.server")
@@ -121,16 +129,18 @@ DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 #: Seconds without a client message after which a ``/ws`` session is closed.
 DEFAULT_IDLE_TIMEOUT = 300.0
 
-#: Connections whose handshake or HTTP request is still in progress, at most.
+#: Connections whose handshake or HTTP request is still in progress, at most: this, or twice
+#: ``max_sessions`` when that is larger (so a pool can open every session at once).
 DEFAULT_MAX_PENDING = 64
+
+#: ``"asyncio"`` (the default: one event loop, no thread per connection) or ``"threads"``
+#: (websockets' threading server: a thread per connection).
+Transport = Literal["asyncio", "threads"]
+
+_TRANSPORTS = ("asyncio", "threads")
 
 #: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
-
-#: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
-#: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
-_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
-
 
 # ------------------------------ HTTP answers ------------------------------ #
 
@@ -160,14 +170,9 @@ def _to_response(reply: HttpReply) -> Response:
     return response
 
 
-def _method(request: Request) -> str:
-    """The request method (websockets < 17 has no ``Request.method``; our parser sets it, else ``GET``)."""
-    return getattr(request, "method", "GET")
-
-
 def _is_upgrade(request: Request) -> bool:
     """A WebSocket upgrade request (``GET`` over HTTP/1.1 with ``Upgrade: websocket``)."""
-    if _method(request) != "GET" or getattr(request, "protocol", "HTTP/1.1") != "HTTP/1.1":
+    if method_of(request) != "GET" or getattr(request, "protocol", "HTTP/1.1") != "HTTP/1.1":
         return False  # answered as plain HTTP, the same on every websockets version
     upgrade = request.headers.get("Upgrade", "")
     return "websocket" in upgrade.lower()
@@ -183,18 +188,6 @@ def _is_upgrade(request: Request) -> bool:
 # flood of idle or slow TCP connections cannot exhaust threads or descriptors.
 # It also reads HTTP requests itself, so that a request with a body (``POST
 # /reset`` ...) is answered (``405``/``501``/``413``) instead of dropped.
-
-#: Request bodies up to this size are read and discarded before the answer is
-#: sent (so the client reads the answer, not a connection reset); larger ones
-#: get ``413`` at once.
-_DRAIN_LIMIT = 64 * 1024
-
-_OVERLOADED = (
-    b"HTTP/1.1 503 Service Unavailable\r\n"
-    b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Content-Length: 78\r\n\r\n"
-    b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
-)
 
 
 class _Refused(Exception):
@@ -214,7 +207,7 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
                 _refuse_now(sock)
                 raise _Refused
             try:
-                _install_request_parser(protocol, owner)
+                install_request_parser(protocol, owner._body_response)
                 super().__init__(sock, protocol, *args, **kwargs)
             except BaseException:
                 owner._leave_pending()
@@ -241,100 +234,6 @@ def _refuse_now(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_WR)
     except OSError:
         pass
-
-
-def _install_request_parser(protocol: ServerProtocol, owner: EnvServer) -> None:
-    """Replace the protocol's request parser by one that answers requests with a body."""
-    if not isinstance(getattr(protocol, "parser", None), Generator) or not hasattr(protocol, "reader"):
-        return  # another websockets layout: keep its parser (bodies are dropped, as documented)
-    protocol.parser = _parse_request(protocol, owner)
-    next(protocol.parser)
-
-
-#: websockets 17 parses any method and HTTP/1.0 into ``Request.method``/``.protocol``; 15 and 16
-#: refuse anything but ``GET ... HTTP/1.1`` and have neither attribute.
-_REQUEST_HAS_METHOD = "method" in {field.name for field in dataclasses.fields(Request)}
-
-
-def _parse_request(protocol: ServerProtocol, owner: EnvServer) -> Generator[None, None, None]:
-    """``ServerProtocol.parse`` with one change: a request with a body gets an HTTP answer.
-
-    On websockets < 17 the request line is handed to ``Request.parse`` as
-    ``GET <path> HTTP/1.1`` and the real method and protocol are set on the
-    parsed request afterwards, so every version answers ``POST /reset`` and
-    ``GET /health HTTP/1.0`` alike.
-    """
-    lines: list[bytes] = []
-    request_line: list[str] = []  # [method, protocol] as sent, when rewritten
-
-    def read_line(*args: Any) -> Generator[None, None, bytes | bytearray]:
-        line = yield from protocol.reader.read_line(*args)
-        lines.append(bytes(line))
-        if len(lines) == 1 and not _REQUEST_HAS_METHOD:
-            parts = bytes(line).rstrip(b"\r\n").split(b" ", 2)
-            if len(parts) == 3 and parts[2] in (b"HTTP/1.1", b"HTTP/1.0"):
-                try:
-                    request_line[:] = [parts[0].decode("ascii"), parts[2].decode("ascii")]
-                except UnicodeDecodeError:
-                    return line  # websockets refuses it as not HTTP
-                return b"GET " + parts[1] + b" HTTP/1.1\r\n"
-        return line
-
-    try:
-        request = yield from Request.parse(read_line)
-    except SecurityError as exc:  # request line or headers too long, too many headers
-        protocol.handshake_exc = exc
-        status = 431 if lines else 414  # no line read: the request line itself was too long
-        protocol.send_response(protocol.reject(status, f"Failed to open a WebSocket connection: {exc}.\n"))
-        yield
-    except Exception as exc:
-        body = _body_request(lines, exc)
-        if body is None:  # not HTTP: drop it, as websockets does
-            protocol.handshake_exc = InvalidMessage("did not receive a valid HTTP request")
-            protocol.handshake_exc.__cause__ = exc
-            protocol.send_eof()
-            protocol.parser = protocol.discard()
-            next(protocol.parser)
-            yield
-        else:
-            request, length = body
-            protocol.handshake_exc = InvalidMessage(f"HTTP {_method(request)} request with a body")
-            if length is not None and length <= _DRAIN_LIMIT:
-                yield from protocol.reader.read_exact(length)  # read it, so that closing sends FIN, not RST
-                response = owner._body_response(request, too_large=False)
-            else:
-                response = owner._body_response(request, too_large=True)
-            protocol.send_response(response)
-            yield
-    if request_line:
-        request.method, request.protocol = request_line
-    protocol.events.append(request)
-    yield from Protocol.parse(protocol)
-
-
-def _body_request(lines: list[bytes], exc: Exception) -> tuple[Request, int | None] | None:
-    """(request, body length or ``None`` if unknown) when ``exc`` refused a request body."""
-    if not isinstance(exc, (ValueError, NotImplementedError)) or len(lines) < 2 or lines[-1].strip():
-        return None  # the headers were not read to their end: not a body refusal
-    try:
-        method, path, _ = lines[0].decode("ascii").split(" ", 2)
-        headers = Headers()
-        for raw in lines[1:-1]:
-            name, _, value = raw.decode("latin-1").partition(":")
-            headers[name.strip()] = value.strip()
-    except (UnicodeDecodeError, ValueError):
-        return None
-    length: int | None = None
-    if "Transfer-Encoding" not in headers:
-        try:
-            length = max(int(v) for v in headers.get_all("Content-Length"))
-        except ValueError:
-            return None
-        if length < 0:
-            return None
-    request = Request(path, headers)
-    request.method = method  # a field on websockets >= 17, an attribute before
-    return request, length
 
 
 # --------------------------------- server ---------------------------------- #
@@ -380,11 +279,19 @@ class EnvServer:
             Keepalive pings do not count as messages. The default (300 s)
             keeps forgotten clients from holding every slot forever.
         max_pending: the most TCP connections whose opening handshake (or
-            plain HTTP request) is still in progress; each costs two threads
-            and a socket. Connections beyond it are answered ``503`` at once,
-            without reading the request, and closed.
+            plain HTTP request) is still in progress; each costs a socket (and,
+            on the threading transport, two threads). Connections beyond it
+            are answered ``503`` at once, without reading the request, and
+            closed. Default (``None``): 64, or twice ``max_sessions`` when that
+            is larger, so that a pool can open all its sessions at once.
         handshake_timeout: seconds a connection may take to send its HTTP
             request and complete the handshake (``None``: no limit).
+        transport: ``"asyncio"`` (websockets' asyncio server on an event loop
+            in a thread of its own: no thread per connection; environments
+            that do not block run on the loop, blocking ones get a worker
+            thread per session) or ``"threads"`` (websockets' threading server:
+            every connection runs in its own threads). Default (``None``):
+            ``$OPENENV_SERVER_TRANSPORT`` if set, else ``"asyncio"``.
     """
 
     def __init__(
@@ -400,17 +307,26 @@ class EnvServer:
         ping_timeout: float | None = 20.0,
         ssl: _ssl.SSLContext | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-        max_pending: int = DEFAULT_MAX_PENDING,
+        max_pending: int | None = None,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        transport: Transport | None = None,
     ) -> None:
         if max_message_size < 1:
             raise ValueError(f"max_message_size must be positive, not {max_message_size}")
         for what, value in (("idle_timeout", idle_timeout), ("handshake_timeout", handshake_timeout)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
                 raise ValueError(f"{what} must be a positive number of seconds or None, not {value!r}")
-        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-            raise ValueError(f"max_pending must be a positive int, not {max_pending!r}")
+        if max_pending is not None and (
+            isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1
+        ):
+            raise ValueError(f"max_pending must be a positive int or None, not {max_pending!r}")
+        chosen: str = transport or os.environ.get("OPENENV_SERVER_TRANSPORT", "").strip() or "asyncio"
+        if chosen not in _TRANSPORTS:
+            raise ValueError(f"transport must be 'asyncio' or 'threads', not {chosen!r}")
+        self._transport: Transport = "threads" if chosen == "threads" else "asyncio"
         self._protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name)
+        if max_pending is None:
+            max_pending = max(DEFAULT_MAX_PENDING, 2 * self._protocol.max_sessions)
         self._factory_name = self._protocol.factory_name
         self._host = host
         self._port = port
@@ -427,7 +343,7 @@ class EnvServer:
         self._lock = threading.Lock()  # guards _pending
         self._pending = 0
         self._lifecycle = threading.Lock()  # serialises start()/stop()
-        self._server: Server | None = None
+        self._server: Server | AsyncioTransport | None = None
         self._thread: threading.Thread | None = None
         # websockets < 17 keeps no list of connections: each one and the thread running it, for stop()
         self._connections: dict[threading.Thread, ServerConnection] = {}
@@ -472,6 +388,11 @@ class EnvServer:
         return self._idle_timeout
 
     @property
+    def transport(self) -> Transport:
+        """``"asyncio"`` or ``"threads"``: what carries the connections."""
+        return self._transport
+
+    @property
     def max_pending(self) -> int:
         """The most connections whose handshake may be in progress at once."""
         return self._max_pending
@@ -512,6 +433,14 @@ class EnvServer:
         with self._lifecycle:
             if self._server is not None:
                 return self
+            if self._transport == "asyncio":
+                aio = AsyncioTransport(self)
+                self._port = aio.start()
+                self._server, self._thread = aio, aio.thread
+                logger.info(
+                    "serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._protocol.max_sessions
+                )
+                return self
             server = _ws_serve(
                 self._handle_session,
                 self._host,
@@ -545,7 +474,9 @@ class EnvServer:
             self._server = self._thread = None
             if server is None:
                 return
-            if _SHUTDOWN_CLOSES:
+            if isinstance(server, AsyncioTransport):
+                server.stop()
+            elif SYNC_SHUTDOWN_CLOSES:
                 server.shutdown(close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping")
                 if thread is not None:
                     thread.join()
@@ -592,7 +523,7 @@ class EnvServer:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _process_request(self, connection: Any, request: Request) -> Response | None:
         """websockets' handshake hook: accept ``/ws`` upgrades, answer HTTP requests."""
         path = request.path.split("?", 1)[0]
         if _is_upgrade(request):
@@ -602,9 +533,9 @@ class EnvServer:
                 return None  # not our connection class: the handler checks capacity
             if not self._protocol.reserve_slot():
                 return _to_response(self._protocol.capacity_reply())
-            connection.slot = True  # type: ignore[attr-defined]
+            connection.slot = True
             return None  # perform the WebSocket handshake
-        if _method(request) != "GET":
+        if method_of(request) != "GET":
             if path in _GET_ROUTES:
                 response = _json_response(405, {"detail": "Method Not Allowed"})
                 response.headers["Allow"] = "GET"
@@ -612,7 +543,7 @@ class EnvServer:
             if path in _POST_ROUTES:
                 return _json_response(
                     501,
-                    {"detail": f"{_method(request)} {path} is not supported by this server; use the /ws WebSocket"},
+                    {"detail": f"{method_of(request)} {path} is not supported by this server; use the /ws WebSocket"},
                 )
             return _json_response(404, {"detail": "Not Found"})
         if path in _POST_ROUTES:
@@ -621,7 +552,7 @@ class EnvServer:
             return response
         return _to_response(self._protocol.http_get(path))
 
-    def _body_response(self, request: Request, *, too_large: bool) -> Response:
+    def _body_response(self, request: Request, too_large: bool) -> Response:
         """The answer to an HTTP request that carries a body (this server takes none)."""
         path = request.path.split("?", 1)[0]
         if too_large:
@@ -632,7 +563,7 @@ class EnvServer:
             return _json_response(
                 501,
                 {
-                    "detail": f"{_method(request)} {path} is not supported by this server; use the /ws WebSocket "
+                    "detail": f"{method_of(request)} {path} is not supported by this server; use the /ws WebSocket "
                     "(or serve the environment with openenv.server.asgi.create_app)"
                 },
             )
@@ -766,7 +697,8 @@ def serve(
     name: str | None = None,
     on_ready: Callable[[EnvServer], None] | None = None,
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-    max_pending: int = DEFAULT_MAX_PENDING,
+    max_pending: int | None = None,
+    transport: Transport | None = None,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -779,7 +711,9 @@ def serve(
         name: the name ``/metadata`` reports.
         on_ready: called with the [`EnvServer`][openenv.server.EnvServer] once it is listening.
         idle_timeout: seconds without a client message before a session is closed (``None``: never).
-        max_pending: connections still in their handshake, at most (more get ``503`` at once).
+        max_pending: connections still in their handshake, at most (more get ``503`` at once);
+            ``None``: 64 or twice ``max_sessions``, whichever is larger.
+        transport: ``"asyncio"`` or ``"threads"`` (see [`EnvServer`][openenv.server.EnvServer]).
     """
     EnvServer(
         factory,
@@ -790,4 +724,5 @@ def serve(
         name=name,
         idle_timeout=idle_timeout,
         max_pending=max_pending,
+        transport=transport,
     ).serve_forever(on_ready=on_ready)

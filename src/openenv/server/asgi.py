@@ -30,8 +30,11 @@ Served (the protocol logic is `openenv.server.protocol`, shared with
 * ``/ws``: the session WebSocket; ``/ws?session_id=`` attaches to a session
   made by ``openenv/session/create``.
 
-Each session's environment runs on its own worker thread, so a slow ``step``
-blocks only its session and uvicorn keeps answering pings.  At capacity a
+A blocking environment's session runs on its own worker thread, so a slow
+``step`` blocks only its session and uvicorn keeps answering pings; one that
+does not block (``async`` methods, ``reset_async``/``step_async``, or
+``blocking = False``: `openenv.server.protocol.runs_on_loop`) runs on the
+event loop, without a thread hop per frame.  At capacity a
 ``/ws`` upgrade is refused with ``503`` and the ``CAPACITY_REACHED`` frame as
 body when the server supports ASGI's WebSocket denial responses (uvicorn
 does); otherwise the frame is sent after the handshake, then the socket is
@@ -57,7 +60,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .app import DEFAULT_IDLE_TIMEOUT
-from .protocol import EnvFactory, EnvProtocol, HttpReply, Session
+from .protocol import EnvFactory, EnvProtocol, HttpReply, Session, runs_on_loop
 
 __all__ = ["create_app"]
 
@@ -132,9 +135,13 @@ def create_app(
             if not protocol.reserve_slot():
                 await _refuse(websocket, protocol)
                 return
-            session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
-            if session is not None:
-                session.executor = _executor(session)
+            env_cls = protocol._env_cls
+            if env_cls is not None and runs_on_loop(env_cls):  # no thread hop, not even to create it
+                session, error = protocol.open_session(reserved=True)
+            else:
+                session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
+            if session is not None and not runs_on_loop(session.env):
+                session.executor = _executor(session)  # blocking: every call on the session's own thread
         try:
             await websocket.accept()
         except BaseException:
@@ -187,7 +194,10 @@ async def _refuse(websocket: WebSocket, protocol: EnvProtocol) -> None:
 
 async def _release(protocol: EnvProtocol, session: Session) -> None:
     if protocol.detach(session):
-        await run_in_threadpool(protocol.end_session, session)
+        if session.executor is None and session.owner == "ws":  # it ran on the loop: close it there
+            await protocol.end_session_async(session)
+        else:
+            await run_in_threadpool(protocol.end_session, session)
 
 
 async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> None:
@@ -201,7 +211,10 @@ async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> N
         if message["type"] == "websocket.disconnect":
             return
         raw: str | bytes = message["text"] if message.get("text") is not None else message.get("bytes") or b""
-        reply, keep_open = await loop.run_in_executor(session.executor, session.handle, raw)
+        if session.executor is None:  # does not block (runs_on_loop): no thread hop
+            reply, keep_open = await session.handle_async(raw)
+        else:
+            reply, keep_open = await loop.run_in_executor(session.executor, session.handle, raw)
         try:
             if reply is not None:
                 await websocket.send_text(_text(reply))

@@ -42,6 +42,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
     observation_type = EchoObservation
     state_type = EchoState
     SUPPORTS_CONCURRENT_SESSIONS = True
+    blocking = False  # every call returns in microseconds: run on the server's loop
 
     def __init__(self) -> None:
         self._state = EchoState()

@@ -81,6 +81,14 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
             for a class that sets it to ``False``.
         version: the environment's version, reported by ``GET /metadata``
             (``None``: the version of the installed ``openenv-twin``).
+        blocking: whether ``reset``/``step`` may block (sleep, wait on a
+            socket or a subprocess, compute for more than about a millisecond).
+            ``True`` (the default): the server gives each session a worker
+            thread, so a slow step stalls only its own session. Set it to
+            ``False`` for an environment whose calls return quickly: they then
+            run on the server's event loop, without a thread hop per call.
+            ``async def reset``/``step`` (or OpenEnv's ``reset_async``/
+            ``step_async``) always run on the loop, awaited.
     """
 
     action_type: ClassVar[type[Action]] = Action
@@ -89,6 +97,7 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     state_type: ClassVar[type[State]] = State
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
     version: ClassVar[str | None] = None
+    blocking: ClassVar[bool] = True
 
     @abstractmethod
     def reset(self, *args: Any, **kwargs: Any) -> ObsT:

@@ -14,20 +14,29 @@ Transports:
 * `openenv.server.asgi.create_app()` (Starlette, for uvicorn): the whole
   HTTP surface, ``POST /reset``, ``/step`` and ``/mcp`` included.
 
-Environments are synchronous.  A transport must not call one session's
-environment from two threads at once: `Session.run()` serialises calls
-(through the session's ``executor`` when the transport gave it one, so all
-calls then run on that one thread, as OpenEnv's server does).
+A transport must not call one session's environment from two threads at
+once: `Session.run()` serialises calls (through the session's ``executor``
+when the transport gave it one, so all calls then run on that one thread, as
+OpenEnv's server does).
+
+Environments that do not block (`runs_on_loop()`: ``async`` ``reset``/``step``,
+OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) may instead
+be driven on an event loop with `Session.handle_async()`, which awaits the
+environment's coroutines.  Both entry points run the same frame logic: it
+yields the one environment call it needs (an `EnvCall`) and the caller makes
+it, synchronously or awaited.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import logging
 import math
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor
 from typing import Any, NamedTuple, TypeVar
 
@@ -43,6 +52,8 @@ from .tools import handle_rpc, is_mcp_action, step_observation
 __all__ = [
     "EnvProtocol",
     "Session",
+    "EnvCall",
+    "runs_on_loop",
     "HttpReply",
     "EnvFactory",
     "step_result",
@@ -230,7 +241,21 @@ def _close_quietly(env: Any) -> None:
     if close is None:
         return
     try:
-        close()
+        result = close()
+        if inspect.isawaitable(result):  # ``async def close`` off the loop: a loop of its own
+            asyncio.run(_awaited(result))
+    except Exception:
+        logger.exception("environment close() raised")
+
+
+async def _aclose_quietly(env: Any) -> None:
+    close = getattr(env, "close", None)
+    if close is None:
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
     except Exception:
         logger.exception("environment close() raised")
 
@@ -382,12 +407,54 @@ class Session:
             # The reference server fails its receive_text() with KeyError('text').
             return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
         try:
-            return self._dispatch(raw)
+            frames = self._dispatch(raw)
+            try:
+                call = frames.send(None)
+                while True:
+                    try:
+                        result = call.run(self.env, aware=False)
+                        if inspect.isawaitable(result):  # async env on a thread: a loop of its own for the call
+                            result = asyncio.run(_awaited(result))
+                    except Exception as exc:
+                        call = frames.throw(exc)
+                    else:
+                        call = frames.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
         except Exception as exc:  # a bug here, not in the environment
             logger.exception("session failed")
             return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
 
-    def _dispatch(self, raw: str) -> tuple[str | None, bool]:
+    async def handle_async(self, raw: str | bytes) -> tuple[str | None, bool]:
+        """`handle()` on an event loop: the environment's coroutines are awaited on it.
+
+        For environments that do not block (`runs_on_loop()`): sync methods
+        are called on the loop too, so the transport must not use it for
+        blocking ones.  ``reset_async``/``step_async``, when the environment
+        defines them as coroutine functions, are preferred to ``reset``/``step``.
+        """
+        if not isinstance(raw, str):
+            return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
+        try:
+            frames = self._dispatch(raw)
+            try:
+                call = frames.send(None)
+                while True:
+                    try:
+                        result = call.run(self.env, aware=True)
+                        if inspect.isawaitable(result):
+                            result = await result
+                    except Exception as exc:
+                        call = frames.throw(exc)
+                    else:
+                        call = frames.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        except Exception as exc:  # a bug here, not in the environment
+            logger.exception("session failed")
+            return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
+
+    def _dispatch(self, raw: str) -> Generator[EnvCall, Any, tuple[str | None, bool]]:
         try:
             msg = json.loads(raw)
         except (ValueError, RecursionError) as exc:
@@ -417,13 +484,13 @@ class Session:
         if mtype == "step":
             if not (clean and isinstance(data, dict)):
                 return _envelope_error(_DataMessage, msg), True
-            return _step(env, data), True
+            return (yield from _step(env, data)), True
         if mtype == "reset":
             if not has_data:
                 data = {}
             if not (clean and isinstance(data, dict)):
                 return _envelope_error(_ResetMessage, msg), True
-            return _reset(env, data), True
+            return (yield from _reset(env, data)), True
         if mtype == "state":
             if not clean or has_data:
                 return _envelope_error(_BareMessage, msg), True
@@ -439,10 +506,57 @@ class Session:
         return _error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {mtype}"), True
 
 
-def _reset(env: Any, data: dict[str, Any]) -> str:
+class EnvCall(NamedTuple):
+    """The environment call a frame needs: ``reset(**kwargs)`` or ``step(action)``.
+
+    Yielded by the frame logic; the transport's driver makes it (`run()`) and
+    sends the result back (or throws the exception in).
+    """
+
+    name: str  # "reset" or "step"
+    action: Any = None
+    kwargs: Mapping[str, Any] | None = None
+
+    def run(self, env: Any, *, aware: bool) -> Any:
+        """Call the method on ``env``; ``aware``: prefer ``<name>_async`` when it is a coroutine function.
+
+        Returns what the method returns, which may be awaitable.
+        """
+        method = getattr(env, self.name)
+        if aware:
+            alt = getattr(env, self.name + "_async", None)
+            if alt is not None and inspect.iscoroutinefunction(alt):
+                method = alt
+        kwargs = filter_kwargs(method, self.kwargs) if self.kwargs else {}
+        if self.name == "step":
+            return method(self.action, **kwargs)
+        return method(**kwargs)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def runs_on_loop(env: Any) -> bool:
+    """Whether ``env`` (an instance or a class) may run on an event loop without a thread of its own.
+
+    True when it is asynchronous (``reset`` or ``step`` is ``async def``, or it
+    defines OpenEnv's ``reset_async``/``step_async`` as coroutine functions) or
+    declares ``blocking = False``. Everything else is blocking: a transport on
+    an event loop gives each of its sessions a worker thread.
+    """
+    if getattr(env, "blocking", True) is False:
+        return True
+    for name in ("step", "reset", "step_async", "reset_async"):
+        if inspect.iscoroutinefunction(getattr(env, name, None)):
+            return True
+    return False
+
+
+def _reset(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
     try:
-        kwargs = filter_kwargs(env.reset, data)
-        return _observation_frame(env.reset(**kwargs))
+        observation = yield EnvCall("reset", None, data)
+        return _observation_frame(observation)
     except ValidationError as exc:
         return _validation_frame(exc)
     except Exception as exc:
@@ -450,7 +564,7 @@ def _reset(env: Any, data: dict[str, Any]) -> str:
         return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
 
 
-def _step(env: Any, data: dict[str, Any]) -> str:
+def _step(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
     mcp_action = is_mcp_action(env, data)  # list_tools / call_tool through the step loop
     if not mcp_action:
         action_type: type[BaseModel] = getattr(env, "action_type", Action)
@@ -461,7 +575,8 @@ def _step(env: Any, data: dict[str, Any]) -> str:
     try:
         if mcp_action:
             return _observation_frame(step_observation(env, data))
-        return _observation_frame(env.step(action))
+        observation = yield EnvCall("step", action)
+        return _observation_frame(observation)
     except ValidationError as exc:
         return _validation_frame(exc)
     except Exception as exc:
@@ -643,6 +758,18 @@ class EnvProtocol:
                 shutdown = getattr(session.executor, "shutdown", None)
                 if shutdown is not None:
                     shutdown(wait=False)
+
+    async def end_session_async(self, session: Session) -> None:
+        """`end_session()` on an event loop, for a session run there (no executor): awaits an async ``close``."""
+        with self._lock:
+            if session.ended:
+                return
+            session.ended = True
+            self._sessions.pop(session.session_id, None)
+        try:
+            await _aclose_quietly(session.env)
+        finally:
+            self.release_slot()
 
     def end_all(self) -> None:
         """End every session (server shutdown)."""

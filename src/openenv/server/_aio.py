@@ -1,0 +1,431 @@
+"""The asyncio transport of [`EnvServer`][openenv.server.EnvServer] (the default).
+
+websockets' asyncio server on an event loop of its own, in one daemon thread
+started by `EnvServer.start()`. Every connection is a task on that loop: a
+connection costs no thread. The frames go through the same sans-I/O
+`openenv.server.protocol` as the threading transport, and HTTP answers through
+the same ``EnvServer._process_request``/``_body_response``.
+
+Environments that do not block (`openenv.server.protocol.runs_on_loop`: async
+methods, OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) run
+on the loop, with no thread hop. A blocking environment gets a worker thread
+per session (`_Worker`), made with the session and joined when it ends, so one
+slow ``step`` stalls only its own session while the loop keeps answering pings
+and the other sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+from websockets.protocol import CONNECTING, OPEN
+from websockets.server import ServerProtocol
+
+from ._wscompat import install_request_parser
+from .protocol import Session, runs_on_loop
+
+if TYPE_CHECKING:
+    from .app import EnvServer
+
+__all__ = ["AsyncioTransport", "OVERLOADED"]
+
+logger = logging.getLogger("openenv.server")
+
+T = TypeVar("T")
+
+#: The raw answer to a connection beyond the pending cap (sent without reading the request).
+OVERLOADED = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Content-Length: 78\r\n\r\n"
+    b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
+)
+
+
+#: Seconds a connection refused by the pending cap is kept to drain the client's request.
+_REFUSED_LINGER = 1.0
+
+#: Bytes of a refused connection's request skipped, at most, before the 503.
+_REFUSED_SKIP = 8192
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():  # the awaiting task was cancelled
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+class _Worker:
+    """One thread that runs a blocking session's environment calls, one at a time, in order."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = queue.SimpleQueue()
+        self._loop = asyncio.get_running_loop()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        call_soon = self._loop.call_soon_threadsafe
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future = item
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to the awaiting task
+                try:
+                    call_soon(_settle, future, None, exc)
+                except RuntimeError:  # the loop is closed: nobody awaits any more
+                    return
+            else:
+                try:
+                    call_soon(_settle, future, result, None)
+                except RuntimeError:
+                    return
+
+    def run(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``fn`` on the worker thread; await the returned future for its result."""
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put((fn, future))
+        return future
+
+    def close(self) -> None:
+        """Let the thread end after the calls already queued."""
+        self._queue.put(None)
+
+
+def _payload(frame: str) -> bytes:
+    try:
+        return frame.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from the client's JSON: re-encode as ASCII escapes
+        return json.dumps(json.loads(frame), separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+class _IdleWatch:
+    """Closes a connection whose client sent nothing for ``idle`` seconds while no call of it was running.
+
+    One timer per connection, re-armed lazily: a message only stores the time
+    (no timer per ``recv``), and the timer, when it fires early, re-arms itself
+    for the remaining time.
+    """
+
+    def __init__(self, connection: ServerConnection, idle: float) -> None:
+        self._connection = connection
+        self._idle = idle
+        self._loop = asyncio.get_running_loop()
+        self.last = self._loop.time()
+        self.busy = False
+        self.fired = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self.last + idle, self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        due = self.last + self._idle
+        if self.busy or now < due:
+            self._timer = self._loop.call_at(max(due, now + self._idle) if self.busy else due, self._check)
+            return
+        self._timer = None
+        self.fired = True
+        logger.info("closing a session idle for %g s", self._idle)
+        reason = f"idle timeout: no message for {self._idle:g} s"
+        self._loop.create_task(self._connection.close(CloseCode.GOING_AWAY, reason))
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class AsyncioTransport:
+    """Serves one `EnvServer` on websockets' asyncio server, its loop in a thread of its own."""
+
+    def __init__(self, owner: EnvServer) -> None:
+        self._owner = owner
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        #: every accepted (not refused) connection, in handshake or open: for stop()
+        self._connections: set[ServerConnection] = set()
+        #: worker threads of blocking sessions still running: joined by stop()
+        self._workers: set[_Worker] = set()
+        self._made = 0
+
+    # ------------------------------------------------------------- lifecycle
+
+    def start(self) -> int:
+        """Bind, serve in a new daemon thread, and return the bound port (raises ``OSError`` if binding fails)."""
+        loop = asyncio.new_event_loop()
+        bound: concurrent.futures.Future[int] = concurrent.futures.Future()
+        owner = self._owner
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._serve(bound))
+            finally:
+                try:
+                    loop.run_until_complete(loop.shutdown_default_executor())
+                finally:
+                    loop.close()
+
+        thread = threading.Thread(target=run, name=f"openenv-server-{owner.port}", daemon=True)
+        self._loop, self.thread = loop, thread
+        thread.start()
+        try:
+            port = bound.result()
+        except BaseException:
+            thread.join()
+            raise
+        thread.name = f"openenv-server-{port}"
+        return port
+
+    def stop(self) -> None:
+        """Close every session (1012), stop serving, and wait for the loop's thread and the workers."""
+        loop, thread, stop = self._loop, self.thread, self._stop
+        if loop is None or thread is None:
+            return
+        if threading.current_thread() is thread:
+            raise RuntimeError("EnvServer.stop() cannot be called from the server's own event loop")
+        if stop is not None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:  # the loop already ended
+                pass
+        thread.join()
+        for worker in list(self._workers):
+            worker.thread.join()
+        self._workers.clear()
+
+    async def _serve(self, bound: concurrent.futures.Future[int]) -> None:
+        owner = self._owner
+        self._stop = asyncio.Event()
+        try:
+            server = await serve(
+                self._handler,
+                owner.host,
+                owner.port,
+                process_request=owner._process_request,
+                create_connection=_make_connection_class(owner, self),
+                open_timeout=owner._handshake_timeout,
+                max_size=owner._max_message_size,
+                ping_interval=owner._ping_interval,
+                ping_timeout=owner._ping_timeout,
+                ssl=owner._ssl,
+            )
+        except BaseException as exc:
+            bound.set_exception(exc)
+            return
+        bound.set_result(server.sockets[0].getsockname()[1])
+        await self._stop.wait()
+        await self._shutdown(server)
+
+    async def _shutdown(self, server: Server) -> None:
+        code, reason = CloseCode.SERVICE_RESTART, "server stopping"
+        # websockets 15's Server.close cannot send 1012 (16+ can): close the connections ourselves on all
+        server.close(close_connections=False)
+        closers = []
+        for connection in list(self._connections):
+            state = connection.protocol.state
+            if state is OPEN:
+                closers.append(asyncio.ensure_future(connection.close(code, reason)))
+            elif state is CONNECTING:
+                connection.transport.abort()  # a silent or half-sent handshake: drop it
+        if closers:
+            await asyncio.wait(closers)
+        await server.wait_closed()
+
+    # ------------------------------------------------------------- sessions
+
+    async def _handler(self, connection: ServerConnection) -> None:
+        """One ``/ws`` connection: take its slot, create the env, run the loop, clean up."""
+        owner = self._owner
+        protocol = owner._protocol
+        reserved = bool(getattr(connection, "slot", False))
+        if reserved:
+            connection.slot = False  # type: ignore[attr-defined]  # reserved by process_request: ours now
+        env_cls = protocol._env_cls
+        worker: _Worker | None = None
+        if env_cls is not None and runs_on_loop(env_cls):
+            session, error = protocol.open_session(reserved=reserved)
+        else:  # the factory may block (or the class is only known from an instance)
+            worker = self._worker()
+            session, error = await worker.run(functools.partial(protocol.open_session, reserved=reserved))
+            if session is not None and runs_on_loop(session.env):
+                self._retire(worker)
+                worker = None
+        if session is None:
+            if worker is not None:
+                self._retire(worker)
+            if error is not None:
+                await _send(connection, error)
+            return  # websockets closes with 1000
+        logger.debug("session opened (%s)", connection.remote_address)
+        try:
+            await self._session_loop(connection, session, worker)
+        finally:
+            if worker is None:
+                await protocol.end_session_async(session)
+            else:
+                try:
+                    await worker.run(functools.partial(protocol.end_session, session))
+                finally:
+                    self._retire(worker)
+            logger.debug("session closed")
+
+    def _worker(self) -> _Worker:
+        self._made += 1
+        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}")
+        self._workers.add(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.close()
+        # joined by stop(); forget the ones that already ended so the set stays small
+        for done in [w for w in self._workers if not w.thread.is_alive()]:
+            self._workers.discard(done)
+
+    async def _session_loop(self, connection: ServerConnection, session: Session, worker: _Worker | None) -> None:
+        idle = self._owner._idle_timeout
+        watch = None if idle is None else _IdleWatch(connection, idle)
+        handle = session.handle
+        recv = connection.recv
+        try:
+            while True:
+                try:
+                    raw = await recv()
+                except ConnectionClosed:
+                    return
+                if watch is not None:
+                    watch.busy = True
+                if worker is None:
+                    reply, keep_open = await session.handle_async(raw)
+                else:
+                    reply, keep_open = await worker.run(functools.partial(handle, raw))
+                if reply is not None and not await _send(connection, reply):
+                    return
+                if not keep_open:
+                    return
+                if watch is not None:
+                    watch.busy = False
+                    watch.last = watch._loop.time()
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+
+async def _send(connection: ServerConnection, frame: str) -> bool:
+    """Send one text frame; ``False`` if the connection is gone."""
+    try:
+        await connection.send(_payload(frame), text=True)
+    except ConnectionClosed:
+        return False
+    return True
+
+
+def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> type[ServerConnection]:
+    """A ``ServerConnection`` subclass bound to ``owner``: the pending cap, the body parser, slot bookkeeping."""
+
+    class _Connection(ServerConnection):
+        #: Whether this connection holds a reserved session slot (set by ``process_request``).
+        slot = False
+        _pending = False
+        _refused = False
+        _drop: asyncio.TimerHandle | None = None
+        _sock: asyncio.WriteTransport | None = None
+        _skipped: bytes | None = b""
+
+        def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
+            super().__init__(protocol, *args, **kwargs)
+            install_request_parser(protocol, owner._body_response)
+
+        def connection_made(self, transport_: asyncio.BaseTransport) -> None:
+            if not owner._enter_pending():
+                # Refused: websockets never sees the connection. Its request's headers are skipped (up to
+                # 8 KiB, within 1 s; never parsed), then answered 503 with a half-close, so that the client
+                # reads the 503 as the answer to its request rather than an early reply or a reset.
+                self._refused = True
+                self._skipped = b""
+                sock = cast(asyncio.WriteTransport, transport_)
+                self._sock = sock
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
+                return
+            self._pending = True
+            transport._connections.add(self)
+            super().connection_made(transport_)
+
+        def data_received(self, data: bytes) -> None:
+            if not self._refused:
+                super().data_received(data)
+                return
+            if self._skipped is None:
+                return  # answered: discard the rest until the client's EOF
+            self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
+            if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
+                self._refuse()
+
+        def _refuse(self) -> None:
+            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
+            sock = self._sock
+            if sock is None or self._skipped is None:
+                if sock is not None:
+                    sock.abort()  # the linger ran out after the answer
+                return
+            self._skipped = None
+            if self._drop is not None:
+                self._drop.cancel()
+            try:
+                sock.write(OVERLOADED)
+                if sock.can_write_eof():
+                    sock.write_eof()
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, sock.abort)
+            except (OSError, RuntimeError):
+                sock.abort()
+
+        def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows a bool
+            if self._refused:
+                if self._skipped is not None:
+                    self._refuse()
+                if self._sock is not None:
+                    self._sock.close()  # after flushing the answer
+                return True
+            return super().eof_received()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._refused:
+                if self._drop is not None:
+                    self._drop.cancel()
+                return
+            self._leave_pending()
+            transport._connections.discard(self)
+            super().connection_lost(exc)
+
+        def _leave_pending(self) -> None:
+            if self._pending:
+                self._pending = False
+                owner._leave_pending()
+
+        async def handshake(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                await super().handshake(*args, **kwargs)
+            finally:
+                self._leave_pending()
+                if self.slot and self.protocol.state is not OPEN:  # reserved, then the handshake failed
+                    self.slot = False
+                    owner._protocol.release_slot()
+
+    return _Connection

@@ -1,0 +1,284 @@
+"""Where environments run on each transport (issue 21): on the loop, or on a worker thread per session.
+
+The rest of the server suite runs on the default transport, and on the other
+one with ``OPENENV_SERVER_TRANSPORT=threads``; these tests name the transport
+explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import pytest
+from websockets.asyncio.client import connect as aconnect
+from websockets.sync.client import ClientConnection, connect
+
+import openenv.sync
+from openenv._core.errors import CapacityReached, ConnectError
+from openenv._core.pool import waits_for_capacity
+from openenv.server import Action, Environment, EnvServer, Observation, State
+from openenv.server.echo import EchoEnvironment
+from openenv.server.protocol import runs_on_loop
+
+TRANSPORTS = ["asyncio", "threads"]
+
+
+class WhereObservation(Observation):
+    thread: str = ""
+    message: str = ""
+
+
+class WhereAction(Action):
+    message: str = ""
+
+
+class _Where(Environment[WhereAction, WhereObservation, State]):
+    """Reports the thread each call ran on; ``message == "block"`` waits for ``released``."""
+
+    action_type = WhereAction
+    observation_type = WhereObservation
+    released: ClassVar[threading.Event]
+    entered: ClassVar[threading.Event]
+
+    def __init__(self) -> None:
+        self._state = State(step_count=0)
+
+    def reset(self, **kwargs: Any) -> WhereObservation:
+        return WhereObservation(thread=threading.current_thread().name)
+
+    def step(self, action: WhereAction) -> WhereObservation:
+        if action.message == "block":
+            type(self).entered.set()
+            assert type(self).released.wait(30)
+        return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+class BlockingEnv(_Where):
+    released = threading.Event()
+    entered = threading.Event()
+
+
+class InlineEnv(_Where):
+    blocking = False
+    released = threading.Event()
+    entered = threading.Event()
+
+
+class AsyncEnv(Environment[WhereAction, WhereObservation, State]):
+    """``async def`` reset/step: awaited on the loop (a loop of its own per call on a thread)."""
+
+    action_type = WhereAction
+    observation_type = WhereObservation
+
+    def __init__(self) -> None:
+        self._state = State(step_count=0)
+
+    async def reset(self, **kwargs: Any) -> WhereObservation:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return WhereObservation(thread=threading.current_thread().name)
+
+    async def step(self, action: WhereAction) -> WhereObservation:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self._state.step_count += 1
+        return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+
+class StepAsyncEnv(InlineEnv):
+    """OpenEnv's ``step_async``: preferred to ``step`` on the loop."""
+
+    blocking = True  # only step_async makes it run on the loop
+
+    async def step_async(self, action: WhereAction) -> WhereObservation:
+        return WhereObservation(thread=threading.current_thread().name, message="async:" + action.message)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., EnvServer]]:
+    started: list[EnvServer] = []
+
+    def start(factory: Any, transport: str, **kwargs: Any) -> EnvServer:
+        server = EnvServer(factory, max_sessions=kwargs.pop("max_sessions", 8), transport=transport, **kwargs)  # type: ignore[arg-type]
+        started.append(server.start())
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _ask(ws: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
+    ws.send(json.dumps(frame))
+    reply: dict[str, Any] = json.loads(ws.recv(timeout=30))
+    return reply
+
+
+def _step(ws: ClientConnection, message: str) -> dict[str, Any]:
+    observation: dict[str, Any] = _ask(ws, {"type": "step", "data": {"message": message}})["data"]["observation"]
+    observation.pop("metadata", None)
+    return observation
+
+
+def test_runs_on_loop_contract() -> None:
+    assert runs_on_loop(EchoEnvironment) and runs_on_loop(EchoEnvironment())
+    assert runs_on_loop(InlineEnv) and runs_on_loop(AsyncEnv) and runs_on_loop(StepAsyncEnv)
+    assert not runs_on_loop(BlockingEnv) and not runs_on_loop(BlockingEnv())
+
+
+def test_non_blocking_envs_run_on_the_loop_thread(serve: Callable[..., EnvServer]) -> None:
+    for factory in (InlineEnv, AsyncEnv, EchoEnvironment, lambda: InlineEnv()):
+        server = serve(factory, "asyncio")
+        with connect(server.ws_url) as ws:
+            if factory is EchoEnvironment:
+                assert _ask(ws, {"type": "reset"})["type"] == "observation"
+                continue
+            assert _ask(ws, {"type": "reset"})["data"]["observation"]["thread"] == f"openenv-server-{server.port}"
+            assert _step(ws, "hi") == {"thread": f"openenv-server-{server.port}", "message": "hi"}
+
+
+def test_step_async_is_awaited_on_the_loop(serve: Callable[..., EnvServer]) -> None:
+    server = serve(StepAsyncEnv, "asyncio")
+    with connect(server.ws_url) as ws:
+        assert _step(ws, "x") == {"thread": f"openenv-server-{server.port}", "message": "async:x"}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_async_envs_work_on_every_transport(serve: Callable[..., EnvServer], transport: str) -> None:
+    server = serve(AsyncEnv, transport)
+    with openenv.sync.Env(server.url) as env:
+        env.reset()
+        assert env.step({"message": "a"}).observation["message"] == "a"
+        assert env.step({"message": "b"}).observation["message"] == "b"
+        assert env.state()["step_count"] == 2
+
+
+def test_blocking_env_gets_a_worker_thread_per_session(serve: Callable[..., EnvServer]) -> None:
+    server = serve(BlockingEnv, "asyncio")
+    with connect(server.ws_url) as a, connect(server.ws_url) as b:
+        thread_a, thread_b = _step(a, "1")["thread"], _step(b, "2")["thread"]
+        assert thread_a != thread_b
+        assert f"openenv-server-{server.port}" not in (thread_a, thread_b)
+        assert _step(a, "3")["thread"] == thread_a  # the same thread for every call of a session
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_blocked_step_stalls_only_its_session(serve: Callable[..., EnvServer], transport: str) -> None:
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = serve(BlockingEnv, transport)
+    with connect(server.ws_url) as slow, connect(server.ws_url) as fast:
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        for n in range(5):  # answered while the other session's step is still blocked
+            assert _step(fast, str(n))["message"] == str(n)
+        assert server.active_sessions == 2
+        BlockingEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
+
+
+def test_stop_waits_for_a_blocked_step_and_joins_its_worker(serve: Callable[..., EnvServer]) -> None:
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = serve(BlockingEnv, "asyncio")
+    with connect(server.ws_url) as ws:
+        ws.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        stopper = threading.Thread(target=server.stop)
+        stopper.start()
+        stopper.join(0.2)
+        assert stopper.is_alive()  # still waiting for the step
+        BlockingEnv.released.set()
+        stopper.join(30)
+        assert not stopper.is_alive()
+        assert not [t for t in threading.enumerate() if t.name.startswith(f"openenv-session-{server.port}")]
+        assert server.active_sessions == 0
+
+
+def test_asyncio_sessions_cost_no_thread(serve: Callable[..., EnvServer]) -> None:
+    server = serve(EchoEnvironment, "asyncio", max_sessions=32)
+    before = threading.active_count()
+
+    async def main() -> int:
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = [await stack.enter_async_context(aconnect(server.ws_url)) for _ in range(32)]
+            for ws in sockets:
+                await ws.send(json.dumps({"type": "reset"}))
+                assert json.loads(await ws.recv())["type"] == "observation"
+            assert server.active_sessions == 32
+            return threading.active_count()
+
+    assert asyncio.run(main()) == before  # the clients share this thread; the server adds none
+
+
+def test_transport_and_pending_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENENV_SERVER_TRANSPORT", raising=False)
+    assert EnvServer(EchoEnvironment).transport == "asyncio"
+    assert EnvServer(EchoEnvironment, max_sessions=512).max_pending == 1024
+    assert EnvServer(EchoEnvironment, max_sessions=8).max_pending == 64
+    assert EnvServer(EchoEnvironment, max_sessions=512, max_pending=10).max_pending == 10
+    monkeypatch.setenv("OPENENV_SERVER_TRANSPORT", "threads")
+    assert EnvServer(EchoEnvironment).transport == "threads"
+    with pytest.raises(ValueError, match="transport must be"):
+        EnvServer(EchoEnvironment, transport="trio")  # type: ignore[arg-type]
+
+
+def test_overloaded_handshakes_are_waited_for() -> None:
+    refused = ConnectError("refused with HTTP 503")
+    refused.status = 503
+    assert waits_for_capacity(refused)
+    assert waits_for_capacity(CapacityReached("full", "CAPACITY_REACHED"))
+    forbidden = ConnectError("refused with HTTP 403")
+    forbidden.status = 403
+    assert not waits_for_capacity(forbidden) and not waits_for_capacity(ConnectError("reset"))
+    assert not waits_for_capacity(None)
+
+
+def test_pool_opens_past_the_pending_cap(serve: Callable[..., EnvServer]) -> None:
+    # 16 handshakes at once against a cap of 1: the refused ones (HTTP 503) are retried with backoff.
+    # (The threading transport answers 503 before reading the request, so its clients may see a reset.)
+    server = serve(EchoEnvironment, "asyncio", max_sessions=16, max_pending=1)
+    with openenv.sync.EnvPool(server.url, size=16, capacity_timeout=60) as pool:
+        results = pool.reset()
+        assert len(results) == 16
+        assert all(r.observation["echoed_message"] == "hi" for r in pool.step([{"message": "hi"}] * 16))
+
+
+# --------------------------------------------------------------------------- the ASGI app
+
+
+def test_asgi_runs_non_blocking_envs_on_its_loop(asgi_server_factory: Callable[..., Any]) -> None:
+    for factory in (InlineEnv, AsyncEnv, StepAsyncEnv):
+        server = asgi_server_factory(factory, max_sessions=2)
+        loop_thread = server._thread.name
+        with connect(server.url.replace("http", "ws") + "/ws") as ws:
+            assert _ask(ws, {"type": "reset"})["data"]["observation"]["thread"] == loop_thread
+            expected = "async:x" if factory is StepAsyncEnv else "x"
+            assert _step(ws, "x") == {"thread": loop_thread, "message": expected}
+        server.stop()
+
+
+def test_asgi_gives_blocking_envs_a_thread_per_session(asgi_server_factory: Callable[..., Any]) -> None:
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = asgi_server_factory(BlockingEnv, max_sessions=2)
+    url = server.url.replace("http", "ws") + "/ws"
+    with connect(url) as slow, connect(url) as fast:
+        threads = {_step(slow, "1")["thread"], _step(fast, "2")["thread"]}
+        assert len(threads) == 2 and server._thread.name not in threads
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        assert _step(fast, "3")["message"] == "3"  # answered while the other session is blocked
+        BlockingEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
