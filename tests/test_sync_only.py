@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import concurrent.futures
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -216,3 +218,30 @@ def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_fact
         hog.close()
         other.close()
         pool.close()
+
+
+TLS_CONNECTS = 1000
+
+
+def test_wss_connects_to_a_tls13_server_that_sends_session_tickets(tls_files: Any) -> None:
+    """TLS 1.3 session tickets, read by websockets' reader thread while the caller writes the upgrade,
+    used to lose about one upgrade in 250 (a ``ConnectTimeout`` after the whole ``connect_timeout``)."""
+    from openenv.server import EnvServer
+
+    context = tls_files.server_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    assert context.num_tickets >= 1
+    client = ssl.create_default_context(cafile=tls_files.ca)
+
+    def connect_once(i: int) -> str | None:
+        try:
+            with Env(server.url, verify=client, connect_timeout=5) as env:
+                env.state()
+        except Exception as exc:
+            return f"connect {i}: {type(exc).__name__}: {exc}"
+        return None
+
+    with EnvServer(CounterEnv, port=0, max_sessions=8, ssl=context) as server:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            failures = [f for f in pool.map(connect_once, range(TLS_CONNECTS)) if f]
+    assert failures == []
