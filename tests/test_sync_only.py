@@ -245,3 +245,37 @@ def test_wss_connects_to_a_tls13_server_that_sends_session_tickets(tls_files: An
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             failures = [f for f in pool.map(connect_once, range(TLS_CONNECTS)) if f]
     assert failures == []
+
+
+def test_an_overloaded_server_refusing_mid_handshake_gives_a_connect_error(caplog: Any) -> None:
+    """``EnvServer`` beyond ``max_pending`` answers 503 and closes before reading the upgrade request.
+
+    websockets' sync client then sometimes failed on an internal assertion (``ConnectError: ...
+    AssertionError:``) and logged "unexpected internal error" (``Bad file descriptor``).
+    """
+    import logging
+    import socket
+
+    from openenv.server import EnvServer
+    from openenv.sync import ConnectError
+
+    def connect_once(i: int) -> str:
+        try:
+            with Env(server.url, connect_timeout=10) as env:
+                env.state()
+        except ConnectError as exc:
+            return str(exc)
+        return "connected"
+
+    caplog.set_level(logging.ERROR, logger="openenv.websockets")
+    with EnvServer(CounterEnv, port=0, max_pending=1, handshake_timeout=60) as server:
+        with socket.create_connection((server.host, server.port)):  # holds the one pending slot
+            time.sleep(0.2)
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                outcomes = list(pool.map(connect_once, range(400)))
+    assert "connected" not in outcomes
+    assert [o for o in outcomes if "AssertionError" in o] == []
+    assert {o.split(" refused ")[0].split(" closed ")[0] for o in outcomes} == {f"the server at {server.ws_url}"}
+    refused = [o for o in outcomes if "HTTP 503" in o]
+    assert all("Too many pending connections" in o for o in refused)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("openenv.websockets")] == []

@@ -108,6 +108,9 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         )
         if status in (401, 403) and not hint:
             hint = "; check the Authorization header"
+        detail = _detail_in_body(exc.response.body)
+        if detail:  # an overloaded EnvServer: "Too many pending connections: ...; retry later"
+            hint = f" ({detail}){hint}"
         return ConnectError(f"the server at {url} refused the WebSocket upgrade with HTTP {status}{hint}")
     if isinstance(exc, InvalidHandshake):
         return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
@@ -135,6 +138,18 @@ def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:
     if not isinstance(frame["data"].get("code"), str):
         return None
     return error_from_frame(frame["data"])
+
+
+def _detail_in_body(body: bytes | bytearray | None) -> str | None:
+    """The short ``detail`` text of a refused upgrade's JSON body (``{"detail": "..."}``), if any."""
+    if not body or len(body) > 4096:
+        return None
+    try:
+        payload = json.loads(bytes(body))
+    except ValueError:
+        return None
+    detail = payload.get("detail") if type(payload) is dict else None
+    return detail[:200] if isinstance(detail, str) and detail.isprintable() else None
 
 
 def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from websockets.protocol import CLOSED
 from websockets.sync.client import ClientConnection as WebSocket
 from websockets.sync.client import connect as _connect
 
@@ -88,12 +89,8 @@ def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -
 
 
 def ws_connect(url: str, **options: Any) -> Any:
-    """A WebSocket connection to enter with ``enter_context``.
-
-    A ``wss://`` connection gets its TLS reads and writes serialised (`_SerialisedTls`).
-    """
-    if url.startswith("wss:"):
-        options.setdefault("create_connection", _TlsConnection)
+    """A WebSocket connection to enter with ``enter_context`` (websockets' client with `_Connection`'s fixes)."""
+    options.setdefault("create_connection", _Connection)
     return _connect(url, **options)
 
 
@@ -211,13 +208,42 @@ class _SerialisedTls:
             self._sock.close()
 
 
-class _TlsConnection(WebSocket):
-    """websockets' client connection over a `_SerialisedTls` socket."""
+class _Connection(WebSocket):
+    """websockets' sync client connection, fixed for three races it has with a server that refuses early.
+
+    * TLS: the socket is a `_SerialisedTls` (see above).
+    * A server that answers and closes before the upgrade request is written
+      (an overloaded `EnvServer` answers ``503`` without reading the request)
+      made the handshake fail on an internal ``assert`` of websockets (the
+      reader thread had already set its close deadline): the handshake now
+      raises what the answer means (``InvalidStatus`` with the ``503``).
+    * The reader thread's last write, after the handshake thread had closed
+      the socket, was logged as an "unexpected internal error" (``Bad file
+      descriptor``, ``Broken pipe``): with the connection already closed there
+      is nothing left to write, and the error is dropped.
+    """
 
     def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
         if isinstance(sock, ssl.SSLSocket):
             sock = _SerialisedTls(sock)  # type: ignore[assignment]
         super().__init__(sock, *args, **kwargs)
+
+    def handshake(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().handshake(*args, **kwargs)
+        except AssertionError:
+            refused = self.protocol.handshake_exc  # set with the early answer (or the early close)
+            if refused is None:
+                raise
+            raise refused from None
+
+    def send_data(self) -> None:
+        try:
+            super().send_data()
+        except OSError:
+            closed = self.protocol.state is CLOSED
+            if not (closed and threading.current_thread() is getattr(self, "recv_events_thread", None)):
+                raise
 
 
 def ws_recv(ws: WebSocket, timeout: float | None) -> Any:

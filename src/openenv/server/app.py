@@ -189,11 +189,11 @@ def _is_upgrade(request: Request) -> bool:
 #: get ``413`` at once.
 _DRAIN_LIMIT = 64 * 1024
 
+_OVERLOADED_BODY = b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
 _OVERLOADED = (
     b"HTTP/1.1 503 Service Unavailable\r\n"
     b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Content-Length: 78\r\n\r\n"
-    b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
+    b"Content-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
 )
 
 
