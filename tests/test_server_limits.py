@@ -305,3 +305,36 @@ def test_expire_idle_decides_from_the_clock_it_is_given() -> None:
     protocol.detach(session)  # seen attached by the sweep at 115: its clock starts there
     assert protocol.expire_idle(124.0, 10.0) == []
     assert [s.session_id for s in protocol.expire_idle(125.0, 10.0)] == [attached]
+
+
+def test_serve_asgi_honours_max_pending_and_refuses_a_bad_one() -> None:
+    """``--max-pending`` used to be ignored silently with ``--asgi``."""
+    import subprocess
+    import sys
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "openenv", "serve", "echo", "--asgi", "--port", "0", "--max-pending", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "max_pending must be at least 1" in bad.stderr
+    proc, url = start_server(asgi=True, args=("--max-pending", "2"))
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        try:
+            time.sleep(0.3)
+            with socket.create_connection(("127.0.0.1", port)) as extra:
+                extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = _answer(extra)
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 503 "), answer
+        finally:
+            for sock in silent:
+                sock.close()
+        wait_for(lambda: httpx.get(url + "/health").status_code == 200, "the server to take requests again")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
