@@ -9,20 +9,26 @@ from typing import Any
 
 
 class AsgiServer:
-    """``create_app(factory, **kwargs)`` under uvicorn on a free 127.0.0.1 port, in a daemon thread."""
+    """``create_app(factory, **kwargs)`` under uvicorn on a free 127.0.0.1 port, in a daemon thread.
+
+    ``handshake_timeout`` and ``max_pending`` go to ``uvicorn_config()`` (the serve command's settings).
+    """
 
     def __init__(self, factory: Any, **kwargs: Any) -> None:
         import uvicorn
 
-        from openenv.server.asgi import create_app
+        from openenv.server.asgi import create_app, uvicorn_config
 
+        limits = {key: kwargs.pop(key) for key in ("handshake_timeout", "max_pending") if key in kwargs}
         self.app = create_app(factory, **kwargs)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.port = int(self._sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
+        self.host = "127.0.0.1"
         # websockets' sans-IO implementation: the legacy one warns (and warnings are errors here)
-        config = uvicorn.Config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on")
+        config = uvicorn_config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on", **limits)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
         self._thread.start()

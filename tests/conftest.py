@@ -100,13 +100,7 @@ class TlsFiles:
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, self.key)
-        # No TLS 1.3 session tickets: websockets' threaded client reads them in its reader
-        # thread while the handshake thread writes the HTTP upgrade on the same TLS session
-        # (OpenSSL sessions are not thread-safe), which about one connection in 30 here lost
-        # (the upgrade never reached the server; ConnectTimeout).  Known limit, see
-        # docs/reliability.md; these tests are about verify=, not that race.
-        context.num_tickets = 0
-        return context
+        return context  # TLS 1.3 with session tickets (Python's default: 2 per connection)
 
 
 @pytest.fixture(scope="session")

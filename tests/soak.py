@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -34,6 +35,8 @@ THREAD_SLACK = 2
 FD_SLACK = 4
 SERVER_RSS_GROWTH_MB = 64.0
 CLIENT_RSS_GROWTH_MB = 96.0
+#: anyio's default thread limiter: the most worker threads an ASGI server keeps
+ANYIO_WORKERS = 40
 
 
 @dataclass
@@ -61,6 +64,9 @@ class Report:
     errors: list[str] = field(default_factory=list)
     cross_talk: int = 0
     seconds: float = 0.0
+    transport: str = "embedded"
+    #: threads each process may keep after close
+    thread_slack: dict[str, int] = field(default_factory=lambda: {"server": THREAD_SLACK, "client": THREAD_SLACK})
     client: dict[str, Usage] = field(default_factory=dict)
     server: dict[str, Usage] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -81,8 +87,9 @@ class Report:
             ("client", self.client, CLIENT_RSS_GROWTH_MB),
         ):
             before, after, peak = use["before"], use["after"], use["during"]
-            if after.threads > before.threads + THREAD_SLACK:
-                out.append(f"{who} threads {before.threads} -> {after.threads} after close (slack {THREAD_SLACK})")
+            slack = self.thread_slack[who]
+            if after.threads > before.threads + slack:
+                out.append(f"{who} threads {before.threads} -> {after.threads} after close (slack {slack})")
             if after.fds > before.fds + FD_SLACK:
                 out.append(f"{who} fds {before.fds} -> {after.fds} after close (slack {FD_SLACK})")
             growth = max(peak.rss_mb, after.rss_mb) - before.rss_mb
@@ -94,7 +101,7 @@ class Report:
         sessions = ASYNC_SESSIONS + SYNC_THREADS
         lines = [
             f"Soak: {ASYNC_SESSIONS} async sessions (openenv.aio, one loop) + {SYNC_THREADS} sync threads "
-            f"(openenv.sync), {steps_per_session} steps each, one embedded echo server in its own process.",
+            f"(openenv.sync), {steps_per_session} steps each, one {self.transport} echo server in its own process.",
             "",
             "| measure | value |",
             "| --- | --- |",
@@ -111,7 +118,8 @@ class Report:
             lines.append(f"| {who} | {use['before']} | {use['during']} | {use['after']} |")
         lines += [
             "",
-            f"Bounds: after close, threads within +{THREAD_SLACK} and fds within +{FD_SLACK} of before; "
+            f"Bounds: after close, threads within +{self.thread_slack['server']} (server) and "
+            f"+{self.thread_slack['client']} (client) and fds within +{FD_SLACK} of before; "
             f"RSS growth at most {SERVER_RSS_GROWTH_MB:.0f} MB (server) and {CLIENT_RSS_GROWTH_MB:.0f} MB (client).",
             "Result: " + ("PASS" if not self.violations() else "FAIL: " + "; ".join(self.violations())),
         ]
@@ -122,30 +130,39 @@ def _peak(a: Usage, b: Usage) -> Usage:
     return Usage(max(a.rss_mb, b.rss_mb), max(a.fds, b.fds), max(a.threads, b.threads))
 
 
-def _drain(stream: Any) -> None:
+def _read_lines(stream: Any, lines: queue.Queue[str]) -> None:
+    """Put each line of ``stream`` on ``lines`` (``""`` at its end), until it closes."""
     try:
-        while stream.read(65536):
-            pass
+        for line in stream:
+            lines.put(line)
     except (OSError, ValueError):  # closed under us at the end
         pass
+    lines.put("")
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    """``python -m openenv serve echo`` on an ephemeral 127.0.0.1 port; (process, URL)."""
+def start_server(
+    factory: str = "echo", *, asgi: bool = False, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[str], str]:
+    """``python -m openenv serve echo`` (``--asgi``: under uvicorn) on an ephemeral 127.0.0.1 port; (process, URL)."""
     sessions = str(ASYNC_SESSIONS + SYNC_THREADS + 8)
+    command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "0", "--max-sessions", sessions, *args]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv", "serve", "echo", "--port", "0", "--max-sessions", sessions],
+        command + ["--asgi"] if asgi else command,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
     )
     assert proc.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_lines, args=(proc.stderr, lines), daemon=True).start()  # never block the server
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
+        try:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        except queue.Empty:
+            break
         match = re.search(r"serving \S+ on (http://\S+)", line)
         if match:
-            threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()  # never block the server
             return proc, match.group(1)
         if not line and proc.poll() is not None:
             break
@@ -215,22 +232,24 @@ async def _async_main(url: str, steps: int, tokens: set[str], report: Report, de
     await asyncio.gather(*(one() for _ in range(ASYNC_SESSIONS)))
 
 
-def _settle(pid: int, before: Usage, timeout: float = 10.0) -> Usage:
+def _settle(pid: int, before: Usage, thread_slack: int, timeout: float = 10.0) -> Usage:
     """Usage of ``pid`` once threads and fds came back near ``before`` (or the timeout passed)."""
     end = time.monotonic() + timeout
     now = usage(pid)
     while time.monotonic() < end:
         now = usage(pid)
-        if now.threads <= before.threads + THREAD_SLACK and now.fds <= before.fds + FD_SLACK:
+        if now.threads <= before.threads + thread_slack and now.fds <= before.fds + FD_SLACK:
             break
         time.sleep(0.05)
     return now
 
 
-def run(steps: int, budget: float = 600.0) -> Report:
-    """Run the soak; the report holds the figures and :meth:`Report.violations`."""
-    report = Report()
-    proc, url = start_server()
+def run(steps: int, budget: float = 600.0, *, asgi: bool = False) -> Report:
+    """Run the soak (``asgi``: against ``serve --asgi``); the report holds the figures and :meth:`Report.violations`."""
+    report = Report(transport="ASGI (uvicorn)" if asgi else "embedded")
+    if asgi:  # anyio keeps idle worker threads (Starlette's run_in_threadpool) until its next call
+        report.thread_slack["server"] = THREAD_SLACK + ANYIO_WORKERS
+    proc, url = start_server(asgi=asgi)
     try:
         import openenv.aio  # noqa: F401 - imported before the baseline is taken
         import openenv.sync  # noqa: F401
@@ -267,8 +286,8 @@ def run(steps: int, budget: float = 600.0) -> Report:
         report.seconds = time.monotonic() - started
         stop.set()
         sampler.join()
-        report.server["after"] = _settle(proc.pid, report.server["before"])
-        report.client["after"] = _settle(os.getpid(), report.client["before"])
+        report.server["after"] = _settle(proc.pid, report.server["before"], report.thread_slack["server"])
+        report.client["after"] = _settle(os.getpid(), report.client["before"], THREAD_SLACK)
     finally:
         proc.terminate()
         try:
@@ -286,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3000, help="steps per session (default: 3000)")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds before the run stops itself")
     parser.add_argument("--markdown", type=Path, help="also write the table to this Markdown file")
+    parser.add_argument("--asgi", action="store_true", help="soak the ASGI server (serve --asgi) instead")
     args = parser.parse_args(argv)
-    report = run(args.steps, args.budget)
+    report = run(args.steps, args.budget, asgi=args.asgi)
     table = report.table(args.steps)
     print(table)
     if args.markdown:

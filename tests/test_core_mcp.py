@@ -6,7 +6,17 @@ import pytest
 
 from openenv._core import mcp
 from openenv._core.schema import model_from_schema
-from openenv.sync import Codec, InvalidAction, ProtocolError, Tool, ToolError, ToolNotFound, ToolResult
+from openenv.sync import (
+    Codec,
+    Env,
+    InvalidAction,
+    InvalidOption,
+    ProtocolError,
+    Tool,
+    ToolError,
+    ToolNotFound,
+    ToolResult,
+)
 
 
 def test_tool_accepts_both_key_spellings() -> None:
@@ -66,8 +76,13 @@ def test_mode_and_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENENV_CLIENT_MODE", "PRODUCTION")
     assert mcp.resolve_mode(None) == "production"
     assert mcp.resolve_mode("simulation") == "simulation"
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidOption, match="'simulation' or 'production'"):
         mcp.resolve_mode("prod")
+    monkeypatch.setenv("OPENENV_CLIENT_MODE", "weird")
+    with pytest.raises(InvalidOption, match="OPENENV_CLIENT_MODE"):
+        mcp.resolve_mode(None)
+    with pytest.raises(InvalidOption, match="mode must be"):
+        Env("http://127.0.0.1:9", mode="weird")  # like every other option of Env
     assert mcp.attach_url("ws://h/p/ws?x=1", "abc") == "ws://h/p/ws?x=1&session_id=abc"
     ids = mcp.RpcIds()
     assert [ids.next(), ids.next()] == [1, 2]

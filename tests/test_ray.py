@@ -2,8 +2,8 @@
 
 One cluster for the module, bound to loopback: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
 makes Ray use 127.0.0.1 as the node's IP address (it otherwise replaces
-``_node_ip_address="127.0.0.1"`` with a routable address), so the actors'
-servers bind 127.0.0.1 through the provider's default (the node's IP).
+``_node_ip_address="127.0.0.1"`` with a routable address). The actors' servers bind
+127.0.0.1 by default whatever the node's IP (``host="node"`` binds that).
 It has 2 CPUs and 2 units of a custom resource ``env_slot``.
 """
 
@@ -89,6 +89,35 @@ def test_env_from_provider_steps_and_close_kills_the_actor() -> None:
     assert provider.actor_name not in _our_actors()
     provider.stop()  # idempotent
     provider.stop()
+
+
+def _routable_local_ip() -> str | None:
+    """An address of this machine other than loopback (none on a host without a network)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("10.255.255.255", 1))  # no packet is sent
+            ip = str(sock.getsockname()[0])
+        except OSError:
+            return None
+    return None if ip.startswith("127.") else ip
+
+
+def test_the_server_binds_loopback_unless_host_says_otherwise() -> None:
+    provider = RayProvider("tests.envs:CounterEnv")
+    with Env.from_provider(provider, ready_timeout=60) as env:
+        status = ray.get(provider._actor.status.remote(), timeout=30)
+        assert status["bind"] == "127.0.0.1" and env.base_url.startswith("http://127.0.0.1:")
+        other = _routable_local_ip()
+        if other is not None:  # not reachable through this machine's other addresses
+            port = env.base_url.rsplit(":", 1)[1]
+            assert not _answers(f"http://{other}:{port}")
+    node = RayProvider("tests.envs:CounterEnv", host="node")
+    with Env.from_provider(node, ready_timeout=60) as env:
+        status = ray.get(node._actor.status.remote(), timeout=30)
+        assert status["bind"] == status["node_ip"]
+        assert env.reset().observation["count"] == 0
 
 
 def test_a_class_or_closure_is_pickled_to_the_actor() -> None:

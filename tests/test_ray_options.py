@@ -60,6 +60,17 @@ def test_what_would_leave_an_actor_behind_is_refused() -> None:
         RayProvider("echo", start_timeout=float("nan"))
 
 
+def test_the_server_binds_loopback_unless_asked_and_a_remote_loopback_is_refused() -> None:
+    assert _ray.bind_address(None, "10.0.0.7") == "127.0.0.1"
+    assert _ray.bind_address("127.0.0.1", "10.0.0.7") == "127.0.0.1"
+    assert _ray.bind_address("node", "10.0.0.7") == "10.0.0.7"
+    assert _ray.bind_address("0.0.0.0", "10.0.0.7") == "0.0.0.0"
+    assert _ray.loopback_problem("127.0.0.1", "10.0.0.7", "10.0.0.7") is None  # the driver's own node
+    assert _ray.loopback_problem("10.0.0.7", "10.0.0.7", "10.0.0.8") is None  # bound to the node's IP
+    problem = _ray.loopback_problem("127.0.0.1", "10.0.0.7", "10.0.0.8")
+    assert problem is not None and "host='node'" in problem and "no authentication" in problem
+
+
 def test_the_url_names_the_node_for_a_wildcard_bind() -> None:
     assert _ray.public_host("0.0.0.0", "10.0.0.7") == "10.0.0.7"
     assert _ray.public_host("::", "fd00::7") == "[fd00::7]"

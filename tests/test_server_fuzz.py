@@ -1,4 +1,5 @@
-"""Fuzz the embedded server over real sockets on 127.0.0.1 with malformed and hostile frames.
+"""Fuzz both servers (the embedded one and the ASGI app under uvicorn) over real sockets on 127.0.0.1
+with malformed and hostile frames.
 
 After every frame: the fuzzed session got an error frame (strict JSON) or a close, never a
 hang, and a fresh client on ANOTHER session still resets and steps. Bounded in count
@@ -11,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -117,7 +119,22 @@ def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-def _throw(srv: EnvServer, frame: Any) -> str:
+@contextmanager
+def _server(transport: str, factory: Any) -> Iterator[Any]:
+    if transport == "embedded":
+        with EnvServer(factory, max_sessions=4) as srv:
+            yield srv
+        return
+    from .asgi_server import AsgiServer
+
+    asgi = AsgiServer(factory, max_sessions=4)
+    try:
+        yield asgi
+    finally:
+        asgi.stop()
+
+
+def _throw(srv: Any, frame: Any) -> str:
     """Send one frame on a new session; return how the server answered."""
     with connect(srv.ws_url, open_timeout=10, max_size=None) as conn:
         try:
@@ -134,11 +151,12 @@ def _throw(srv: EnvServer, frame: Any) -> str:
         return str(message["type"])
 
 
+@pytest.mark.parametrize("transport", ["embedded", "asgi"])
 @pytest.mark.parametrize("factory", [CounterEnv, ToolsDemoEnvironment])
-def test_fuzzed_frames_never_break_the_server(factory: Any) -> None:
+def test_fuzzed_frames_never_break_the_server(factory: Any, transport: str) -> None:
     started = time.monotonic()
     seen: dict[str, str] = {}
-    with EnvServer(factory, max_sessions=4) as srv, Env(srv.url) as witness:
+    with _server(transport, factory) as srv, Env(srv.url) as witness:
         witness.reset()
         for name, frame in [*_fixed_frames(), *_random_frames(seed=1234)]:
             seen[name] = _throw(srv, frame)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import concurrent.futures
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -216,3 +218,64 @@ def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_fact
         hog.close()
         other.close()
         pool.close()
+
+
+TLS_CONNECTS = 1000
+
+
+def test_wss_connects_to_a_tls13_server_that_sends_session_tickets(tls_files: Any) -> None:
+    """TLS 1.3 session tickets, read by websockets' reader thread while the caller writes the upgrade,
+    used to lose about one upgrade in 250 (a ``ConnectTimeout`` after the whole ``connect_timeout``)."""
+    from openenv.server import EnvServer
+
+    context = tls_files.server_context()
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    assert context.num_tickets >= 1
+    client = ssl.create_default_context(cafile=tls_files.ca)
+
+    def connect_once(i: int) -> str | None:
+        try:
+            with Env(server.url, verify=client, connect_timeout=5) as env:
+                env.state()
+        except Exception as exc:
+            return f"connect {i}: {type(exc).__name__}: {exc}"
+        return None
+
+    with EnvServer(CounterEnv, port=0, max_sessions=8, ssl=context) as server:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            failures = [f for f in pool.map(connect_once, range(TLS_CONNECTS)) if f]
+    assert failures == []
+
+
+def test_an_overloaded_server_refusing_mid_handshake_gives_a_connect_error(caplog: Any) -> None:
+    """``EnvServer`` beyond ``max_pending`` answers 503 and closes before reading the upgrade request.
+
+    websockets' sync client then sometimes failed on an internal assertion (``ConnectError: ...
+    AssertionError:``) and logged "unexpected internal error" (``Bad file descriptor``).
+    """
+    import logging
+    import socket
+
+    from openenv.server import EnvServer
+    from openenv.sync import ConnectError
+
+    def connect_once(i: int) -> str:
+        try:
+            with Env(server.url, connect_timeout=10) as env:
+                env.state()
+        except ConnectError as exc:
+            return str(exc)
+        return "connected"
+
+    caplog.set_level(logging.ERROR, logger="openenv.websockets")
+    with EnvServer(CounterEnv, port=0, max_pending=1, handshake_timeout=60) as server:
+        with socket.create_connection((server.host, server.port)):  # holds the one pending slot
+            time.sleep(0.2)
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                outcomes = list(pool.map(connect_once, range(400)))
+    assert "connected" not in outcomes
+    assert [o for o in outcomes if "AssertionError" in o] == []
+    assert {o.split(" refused ")[0].split(" closed ")[0] for o in outcomes} == {f"the server at {server.ws_url}"}
+    refused = [o for o in outcomes if "HTTP 503" in o]
+    assert all("Too many pending connections" in o for o in refused)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("openenv.websockets")] == []

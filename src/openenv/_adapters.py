@@ -111,6 +111,9 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         )
         if status in (401, 403) and not hint:
             hint = "; check the Authorization header"
+        detail = _detail_in_body(exc.response.body)
+        if detail:  # an overloaded EnvServer: "Too many pending connections: ...; retry later"
+            hint = f" ({detail}){hint}"
         refused = ConnectError(f"the server at {url} refused the WebSocket upgrade with HTTP {status}{hint}")
         refused.status = status
         return refused
@@ -140,6 +143,18 @@ def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:
     if not isinstance(frame["data"].get("code"), str):
         return None
     return error_from_frame(frame["data"])
+
+
+def _detail_in_body(body: bytes | bytearray | None) -> str | None:
+    """The short ``detail`` text of a refused upgrade's JSON body (``{"detail": "..."}``), if any."""
+    if not body or len(body) > 4096:
+        return None
+    try:
+        payload = json.loads(bytes(body))
+    except ValueError:
+        return None
+    detail = payload.get("detail") if type(payload) is dict else None
+    return detail[:200] if isinstance(detail, str) and detail.isprintable() else None
 
 
 def closed_error(exc: ConnectionClosed, what: str, max_size: int | None, episode: bool) -> OpenEnvError:

@@ -6,10 +6,16 @@ Same names and parameters as ``_shim_async``; nothing here imports asyncio.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
+import select
+import socket
+import ssl
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from websockets.protocol import CLOSED
 from websockets.sync.client import ClientConnection as WebSocket
 from websockets.sync.client import connect as _connect
 
@@ -83,8 +89,161 @@ def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -
 
 
 def ws_connect(url: str, **options: Any) -> Any:
-    """A WebSocket connection to enter with ``enter_context``."""
+    """A WebSocket connection to enter with ``enter_context`` (websockets' client with `_Connection`'s fixes)."""
+    options.setdefault("create_connection", _Connection)
     return _connect(url, **options)
+
+
+# ------------------------------------------------------------------ TLS
+#
+# websockets' threaded client reads in its own thread (``recv_events``) while
+# the caller's thread writes (the HTTP upgrade, then frames), both on one
+# ``ssl.SSLSocket``, that is on one OpenSSL ``SSL`` object, which is not
+# thread-safe.  With TLS 1.3 the server sends its session tickets right after
+# the handshake: while the reader thread's ``SSL_read`` processes them,
+# OpenSSL's state machine is "in init", and the ``SSL_write`` of the HTTP
+# upgrade running at the same moment in the other thread enters that state
+# machine too.  About one connect in 100 to 300 here lost its upgrade request:
+# the server never saw it, the client waited ``connect_timeout``, and on
+# websockets 17 longer (its reader, blocked in ``SSL_read`` after a record that
+# held only tickets, cannot be woken by ``close_socket()``; it waited for the
+# server's handshake timeout).  ``_SerialisedTls`` keeps the socket
+# non-blocking and runs every ``SSL_read``/``SSL_write`` under one lock, waiting
+# for readiness outside it, so reads and writes never overlap and a read never
+# blocks.
+
+#: Bytes handed to one ``SSL_write`` (one TLS record at most).
+_TLS_CHUNK = 16384
+
+
+def _wait_fd(fd: int, write: bool, timeout: float | None) -> bool:
+    """Wait until ``fd`` is readable (writable when ``write``), closed or in error; ``False`` on timeout."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT if write else select.POLLIN)
+        return bool(poller.poll(None if timeout is None else max(timeout, 0.0) * 1000))
+    ready = select.select([] if write else [fd], [fd] if write else [], [fd], timeout)  # pragma: no cover
+    return any(ready)  # pragma: no cover
+
+
+class _SerialisedTls:
+    """An ``ssl.SSLSocket`` whose reads and writes never run at the same time.
+
+    What websockets' sync connection calls (``recv``, ``sendall``,
+    ``settimeout``, ``shutdown``, ``close``, ``fileno``, ...) with a plain
+    socket's meaning; the timeout set by ``settimeout`` is kept here (the real
+    socket stays non-blocking) and applies to each call.
+    """
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        self._sock = sock
+        self._io = threading.Lock()
+        self._timeout = sock.gettimeout()
+        self._closed = False
+        sock.setblocking(False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._timeout = timeout
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _deadline(self) -> float | None:
+        return None if self._timeout is None else time.monotonic() + self._timeout
+
+    def _wait(self, write: bool, deadline: float | None) -> None:
+        if self._closed:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0 or not _wait_fd(self._sock.fileno(), write, left):
+            raise TimeoutError("timed out")
+
+    def recv(self, bufsize: int) -> bytes:
+        deadline = self._deadline()
+        while True:
+            with self._io:
+                try:
+                    data = self._sock.recv(bufsize)
+                    while data and len(data) < bufsize and self._sock.pending():  # decrypted, not yet read
+                        data += self._sock.recv(bufsize - len(data))
+                    return data
+                except ssl.SSLWantReadError:
+                    write = False  # a record without application data (tickets), or half a record
+                except ssl.SSLWantWriteError:
+                    write = True
+            self._wait(write, deadline)
+
+    def sendall(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        deadline = self._deadline()
+        while view:
+            chunk = view[:_TLS_CHUNK]  # after a "want", OpenSSL needs the same bytes again
+            with self._io:
+                try:
+                    view = view[self._sock.send(chunk) :]
+                    continue
+                except ssl.SSLWantWriteError:
+                    write = True
+                except ssl.SSLWantReadError:
+                    write = False
+            self._wait(write, deadline)
+
+    def shutdown(self, how: int) -> None:
+        with self._io:
+            self._sock.shutdown(how)
+
+    def close(self) -> None:
+        self._closed = True
+        with self._io:
+            try:  # wakes a recv or sendall waiting for the socket
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+
+
+class _Connection(WebSocket):
+    """websockets' sync client connection, fixed for three races it has with a server that refuses early.
+
+    * TLS: the socket is a `_SerialisedTls` (see above).
+    * A server that answers and closes before the upgrade request is written
+      (an overloaded `EnvServer` answers ``503`` without reading the request)
+      made the handshake fail on an internal ``assert`` of websockets (the
+      reader thread had already set its close deadline): the handshake now
+      raises what the answer means (``InvalidStatus`` with the ``503``).
+    * The reader thread's last write, after the handshake thread had closed
+      the socket, was logged as an "unexpected internal error" (``Bad file
+      descriptor``, ``Broken pipe``): with the connection already closed there
+      is nothing left to write, and the error is dropped.
+    """
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        if isinstance(sock, ssl.SSLSocket):
+            sock = _SerialisedTls(sock)  # type: ignore[assignment]
+        super().__init__(sock, *args, **kwargs)
+
+    def handshake(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super().handshake(*args, **kwargs)
+        except AssertionError:
+            refused = self.protocol.handshake_exc  # set with the early answer (or the early close)
+            if refused is None:
+                raise
+            raise refused from None
+
+    def send_data(self) -> None:
+        try:
+            super().send_data()
+        except OSError:
+            closed = self.protocol.state is CLOSED
+            if not (closed and threading.current_thread() is getattr(self, "recv_events_thread", None)):
+                raise
 
 
 def ws_recv(ws: WebSocket, timeout: float | None) -> Any:

@@ -374,6 +374,61 @@ async def test_two_replies_to_one_request_never_answer_the_next_call(raw_servers
     await assert_no_leaks(before)
 
 
+@pytest.mark.parametrize("kind", ["step", "state", "mcp"])
+async def test_a_late_duplicate_reply_is_the_next_calls_result_or_a_protocol_error(raw_servers: Any, kind: str) -> None:
+    """The known limit, exactly: a duplicate that arrives *after* the next request was sent.
+
+    Without request ids a duplicated ``step`` (or ``state``) reply is returned as the next call of that
+    kind's result, and the ``ProtocolError`` comes one call later; an ``mcp`` reply (``list_tools``)
+    carries its JSON-RPC id, so its duplicate is refused at once.
+    """
+    previous: list[str] = []
+
+    def script(ws: Any, frame: str, n: int) -> None:
+        message = json.loads(frame)
+        if message["type"] == "mcp":
+            rpc = message["data"]
+            result = {"tools": [{"name": f"tool{rpc['id']}", "description": "", "inputSchema": {"type": "object"}}]}
+            answer = json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": rpc["id"], "result": result}})
+        elif message["type"] == "state":
+            answer = json.dumps({"type": "state", "data": {"episode_id": "e", "step_count": n}})
+        else:
+            data = message.get("data") or {}
+            echo = {"seed": data.get("seed"), "delta": data.get("delta")}
+            answer = json.dumps({"type": "observation", "data": {"observation": echo, "reward": 0.0, "done": False}})
+        if n == 2:  # the second call of the kind: the first one's reply comes again, before its own
+            ws.send(previous[-1])
+        ws.send(answer)
+        previous.append(answer)
+
+    async def call(i: int) -> Any:
+        if kind == "step":
+            return (await env.step({"delta": i})).observation["delta"]
+        if kind == "state":
+            return (await env.state())["step_count"]
+        return [tool.name for tool in await env.list_tools(use_cache=False)]  # an mcp frame (tools/list)
+
+    raw = raw_servers(script)
+    before = leaks.snapshot()
+    env = Env(raw.url)
+    await env.reset(seed=1)  # frame 0
+    first = await call(1)  # frame 1
+    if kind == "mcp":
+        with pytest.raises(ProtocolError, match="does not answer request id"):
+            await call(2)  # frame 2: the duplicate (id of frame 1) is refused at once
+    else:
+        assert await call(2) == first  # frame 2: the duplicate of frame 1's reply is returned
+        await sleep(0.2)  # frame 2's own reply reaches the client's socket
+        with pytest.raises(ProtocolError, match="answers no request"):
+            await call(3)  # nothing sent: frame 2's reply is waiting, unasked for
+    assert not env.connected
+    with pytest.raises(SessionLost, match="reset"):
+        await env.step({"delta": 4})
+    await env.close()
+    raw.close()  # in-process: its sockets and threads go first
+    await assert_no_leaks(before)
+
+
 async def test_a_refusal_sent_on_accept_is_the_reply_not_an_unsolicited_message() -> None:
     """OpenEnv's servers accept the WebSocket, send CAPACITY_REACHED at once, then close.
 

@@ -30,6 +30,9 @@ __all__ = [
     "ensure_ray",
     "new_actor_name",
     "public_host",
+    "bind_address",
+    "loopback_problem",
+    "NODE_HOST",
 ]
 
 #: The Ray namespace of every actor a ``RayProvider`` starts (named ``openenv-server-<hex>``).
@@ -129,6 +132,33 @@ def actor_class() -> Any:
     return _REMOTE
 
 
+#: ``RayProvider(host=NODE_HOST)``: bind the node's IP address (``ray.util.get_node_ip_address()``).
+NODE_HOST = "node"
+
+
+def bind_address(host: str | None, node_ip: str) -> str:
+    """The address the actor's server binds: ``127.0.0.1`` unless ``host`` asks for another (``"node"``: its IP)."""
+    if host is None:
+        return "127.0.0.1"
+    return node_ip if host == NODE_HOST else host
+
+
+def _is_loopback(address: str) -> bool:
+    return address == "localhost" or address == "::1" or address.startswith("127.")
+
+
+def loopback_problem(bind: str, actor_node_ip: str, driver_node_ip: str) -> str | None:
+    """Why a server bound to ``bind`` on the actor's node cannot be reached from the driver, or ``None``."""
+    if not _is_loopback(bind) or actor_node_ip == driver_node_ip:
+        return None
+    return (
+        f"the Ray actor runs on node {actor_node_ip}, not on this machine ({driver_node_ip}), and its server "
+        f"listens on {bind} there, which only that node can reach: pass host='node' to RayProvider to bind "
+        f"the node's IP address (any machine that can reach {actor_node_ip} can then use the server, which "
+        "has no authentication), or place the actor on this node"
+    )
+
+
 def public_host(bind: str, node_ip: str) -> str:
     """The host to put in the URL: the node's IP for a wildcard bind, else the bound address."""
     host = node_ip if bind in ("0.0.0.0", "::", "") else bind
@@ -178,6 +208,8 @@ class ServerActor:
         if root.level > logging.INFO or root.level == logging.NOTSET:
             root.setLevel(logging.INFO)
         self._url: str | None = None
+        self._node_ip: str | None = None
+        self._bind: str | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -186,7 +218,9 @@ class ServerActor:
         if self._url is not None:
             return self._url
         node_ip: str = import_ray().util.get_node_ip_address()
-        bind = self._host if self._host is not None else node_ip
+        self._node_ip = node_ip
+        bind = bind_address(self._host, node_ip)
+        self._bind = bind
         try:
             port = self._start_asgi(bind) if self._app is not None else self._start_embedded(bind)
         except BaseException:
@@ -230,12 +264,12 @@ class ServerActor:
         return port
 
     def status(self) -> dict[str, Any]:
-        """``{"url": ..., "running": bool, "pid": ...}``."""
+        """``{"url": ..., "running": bool, "pid": ..., "node_ip": ..., "bind": ...}``."""
         if self._thread is not None:
             running = self._thread.is_alive()
         else:
             running = bool(self._server is not None and self._server.running)
-        return {"url": self._url, "running": running, "pid": os.getpid()}
+        return {"url": self._url, "running": running, "pid": os.getpid(), "node_ip": self._node_ip, "bind": self._bind}
 
     def logs(self, lines: int = 20) -> str:
         """The last ``lines`` log lines of this process."""

@@ -68,18 +68,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> int:
     """``serve --asgi``: the ASGI app under uvicorn (``POST /reset``, ``/step``, ``/mcp`` included)."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - needed by uvicorn_config
 
-        from openenv.server.asgi import create_app
+        from openenv.server.asgi import DEFAULT_MAX_PENDING, _serve, create_app, uvicorn_config
     except ImportError as exc:
         print(f"error: --asgi needs starlette and uvicorn (pip install 'openenv-twin[server]'): {exc}", file=sys.stderr)
         return 2
     try:
         app = create_app(factory, max_sessions=max_sessions, idle_timeout=args.idle_timeout or None)
+        # the embedded server's limits: handshake timeout, --max-pending (openenv.server.asgi.uvicorn_config)
+        max_pending = args.max_pending if args.max_pending is not None else max(DEFAULT_MAX_PENDING, 2 * max_sessions)
+        config = uvicorn_config(
+            app, host=args.host, port=args.port, max_pending=max_pending, log_level=args.log_level.lower()
+        )
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    name = app.state.protocol.name
+    _serve(config, on_ready=lambda url: print(f"serving {name} on {url}", file=sys.stderr, flush=True))
     return 0
 
 

@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConnectError, ProtocolError, ToolError, ToolNotFound
+from .errors import ConnectError, InvalidOption, ProtocolError, ToolError, ToolNotFound
 
 if TYPE_CHECKING:
     from .tool_models import Tool, ToolResult
@@ -92,12 +92,16 @@ class RpcIds:
 
 
 def resolve_mode(mode: str | None) -> str:
-    """``mode`` or ``$OPENENV_CLIENT_MODE``, validated: ``"simulation"`` (default) or ``"production"``."""
+    """``mode`` or ``$OPENENV_CLIENT_MODE``, validated: ``"simulation"`` (default) or ``"production"``.
+
+    Raises:
+        InvalidOption: any other value (a ``ValueError`` too).
+    """
     raw = mode if mode is not None else os.environ.get(MODE_ENV_VAR, "")
     value = (raw or SIMULATION).strip().lower()
     if value not in (SIMULATION, PRODUCTION):
         source = "mode" if mode is not None else f"${MODE_ENV_VAR}"
-        raise ValueError(f"{source} must be 'simulation' or 'production', not {raw!r}")
+        raise InvalidOption(f"{source} must be 'simulation' or 'production', not {raw!r}")
     return value
 
 

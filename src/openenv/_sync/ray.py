@@ -24,9 +24,14 @@ class RayProvider(ServerProvider):
     """Runs an environment server in a Ray actor; the client connects to it directly.
 
     The actor is placed by Ray's scheduler (with the resources and strategy
-    given here), starts the server on a free port of its node, bound to the
-    node's IP address (``ray.util.get_node_ip_address()``), and ``start``
-    returns ``http://<node ip>:<port>``.  The server is either:
+    given here), starts the server on a free port of its node, bound to
+    ``127.0.0.1`` unless ``host`` says otherwise, and ``start`` returns its
+    URL (``http://127.0.0.1:<port>``; with ``host="node"``,
+    ``http://<node ip>:<port>``).  The server has no authentication: whoever
+    can reach its address can use it.  The default, loopback, suits a cluster
+    on this machine; on a multi-node cluster an actor placed on another node
+    makes ``start`` fail with a [`ProviderError`][openenv.sync.ProviderError]
+    that says to pass ``host="node"``.  The server is either:
 
     * the embedded [`EnvServer`][openenv.server.EnvServer] for ``factory``: an
       importable ``"module:Factory"`` (or ``"echo"``), or an
@@ -54,8 +59,12 @@ class RayProvider(ServerProvider):
             served with uvicorn (``MAX_CONCURRENT_ENVS`` is set to
             ``max_sessions`` in the actor unless its ``runtime_env`` sets it).
         max_sessions: the server's session limit.
-        host: the address the server binds (default: the node's IP address);
-            ``"0.0.0.0"`` binds every interface (the URL still names the node's IP).
+        host: the address the server binds. ``"127.0.0.1"`` (default, also
+            ``None``): only processes on the actor's node can connect.
+            ``"node"``: the node's IP address (``ray.util.get_node_ip_address()``),
+            for a multi-node cluster: every machine that can reach that
+            address can use the server. ``"0.0.0.0"`` binds every interface
+            (the URL names the node's IP); any other address binds that one.
         num_cpus: CPUs the actor reserves (default: Ray's default for actors,
             1 to be scheduled and 0 while it runs).
         num_gpus: GPUs the actor reserves.
@@ -178,8 +187,23 @@ class RayProvider(ServerProvider):
         except ray.exceptions.RayError as exc:  # died, runtime_env setup failed, ...
             self._halt()
             raise ProviderError(f"the Ray actor {self.actor_name} failed: {_cause(exc)}") from None
+        problem = self._unreachable(ray, actor)
+        if problem is not None:
+            self._halt()
+            raise ProviderError(problem)
         self.url = url
         return url
+
+    def _unreachable(self, ray: Any, actor: Any) -> str | None:
+        """Why the driver cannot reach the actor's loopback server (it runs on another node), or ``None``."""
+        try:
+            status = ray.get(actor.status.remote(), timeout=10.0)
+        except ray.exceptions.RayError:
+            return None  # check() reports a dead actor
+        bind, actor_ip = status.get("bind"), status.get("node_ip")
+        if not isinstance(bind, str) or not isinstance(actor_ip, str):
+            return None
+        return _ray.loopback_problem(bind, actor_ip, ray.util.get_node_ip_address())
 
     def check(self) -> None:
         """Raise [`ProviderError`][openenv.sync.ProviderError] if the actor died or its server stopped."""

@@ -45,11 +45,11 @@ logger = logging.getLogger("openenv.server")
 T = TypeVar("T")
 
 #: The raw answer to a connection beyond the pending cap (sent without reading the request).
+_OVERLOADED_BODY = b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
 OVERLOADED = (
     b"HTTP/1.1 503 Service Unavailable\r\n"
     b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Content-Length: 78\r\n\r\n"
-    b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
+    b"Content-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
 )
 
 

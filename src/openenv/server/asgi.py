@@ -30,6 +30,23 @@ Served (the protocol logic is `openenv.server.protocol`, shared with
 * ``/ws``: the session WebSocket; ``/ws?session_id=`` attaches to a session
   made by ``openenv/session/create``.
 
+Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
+
+* a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
+  connection is closed: at once, unread, when its ``Content-Length`` says so;
+  a chunked body is read up to the limit and no further;
+* a session made by ``openenv/session/create`` that nothing uses (no
+  ``POST /mcp`` call on it, no attached WebSocket) for ``idle_timeout`` seconds
+  is ended and its slot freed (checked every ``idle_timeout / 10`` seconds, at
+  most 5 s; needs the app's lifespan, which uvicorn runs by default); a later
+  call on it gets ``Unknown session_id``;
+* under [`uvicorn_config()`][openenv.server.asgi.uvicorn_config] (what
+  ``python -m openenv serve --asgi`` runs), a connection that has not sent a
+  whole request head within ``handshake_timeout`` (10 s) is closed, and beyond
+  ``max_pending`` (64) such connections new ones get ``503`` at once, so
+  silent or slow sockets cannot pile up.  Plain ``uvicorn module:app`` has no
+  such timeout (only ``--timeout-keep-alive`` between requests).
+
 A blocking environment's session runs on its own worker thread, so a slow
 ``step`` blocks only its session and uvicorn keeps answering pings; one that
 does not block (``async`` methods, ``reset_async``/``step_async``, or
@@ -46,10 +63,13 @@ the web interface, WebSocket ``/mcp`` and ``/harness``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -59,10 +79,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from .app import DEFAULT_IDLE_TIMEOUT
+from ._aio import OVERLOADED as _OVERLOADED
+from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
 from .protocol import EnvFactory, EnvProtocol, HttpReply, Session, runs_on_loop
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ["create_app", "uvicorn_config", "DEFAULT_MAX_BODY_SIZE"]
+
+logger = logging.getLogger("openenv.server")
+
+#: Largest request body taken by default (``POST /reset``, ``/step``, ``/mcp``): 16 MiB.
+DEFAULT_MAX_BODY_SIZE = 16 * 1024 * 1024
 
 
 def _response(reply: HttpReply) -> Response:
@@ -87,6 +116,7 @@ def create_app(
     max_sessions: int = 1,
     name: str | None = None,
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
 ) -> Starlette:
     """An ASGI app serving ``factory`` over OpenEnv's HTTP and WebSocket surface.
 
@@ -97,19 +127,24 @@ def create_app(
             ``openenv/session/create`` sessions); default 1, like the reference.
         name: the name ``GET /metadata`` reports (default: the class name).
         idle_timeout: seconds a ``/ws`` client may stay silent before its
-            socket is closed (``1001``); ``None``: never.
+            socket is closed (``1001``), and an ``openenv/session/create``
+            session may stay unused before it is ended; ``None``: never.
+        max_body_size: the largest request body, in bytes; a larger one gets
+            ``413``.
 
     Returns:
         A Starlette app (run it with ``uvicorn module:app``).
 
     Raises:
         TypeError: ``factory`` is not callable.
-        ValueError: a bad ``max_sessions`` or ``idle_timeout``.
+        ValueError: a bad ``max_sessions``, ``idle_timeout`` or ``max_body_size``.
     """
     if idle_timeout is not None and (
         isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or idle_timeout <= 0
     ):
         raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 0:
+        raise ValueError(f"max_body_size must be a number of bytes (0 or more), not {max_body_size!r}")
     protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name)
     protocol.session_executor = _executor
     idle = None if idle_timeout is None else float(idle_timeout)
@@ -118,13 +153,22 @@ def create_app(
         return _response(await run_in_threadpool(protocol.http_get, request.url.path))
 
     async def reset(request: Request) -> Response:
-        return _response(await run_in_threadpool(protocol.http_reset, await request.body()))
+        body = await _read_body(request, max_body_size)
+        if body is None:
+            return _too_large(max_body_size)
+        return _response(await run_in_threadpool(protocol.http_reset, body))
 
     async def step(request: Request) -> Response:
-        return _response(await run_in_threadpool(protocol.http_step, await request.body()))
+        body = await _read_body(request, max_body_size)
+        if body is None:
+            return _too_large(max_body_size)
+        return _response(await run_in_threadpool(protocol.http_step, body))
 
     async def mcp(request: Request) -> Response:
-        return _response(await run_in_threadpool(protocol.http_mcp, await request.body()))
+        body = await _read_body(request, max_body_size)
+        if body is None:
+            return _too_large(max_body_size)
+        return _response(await run_in_threadpool(protocol.http_mcp, body))
 
     async def ws(websocket: WebSocket) -> None:
         session_id = websocket.query_params.get("session_id")
@@ -163,9 +207,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeper = None if idle is None else asyncio.ensure_future(_expire_idle_sessions(protocol, idle))
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             await run_in_threadpool(protocol.end_all)
 
     routes: list[BaseRoute] = [
@@ -180,6 +229,37 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
     app.state.protocol = protocol
     return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or ``None`` when it is larger than ``limit`` (then read no further, or not at all)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None  # refused unread
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _too_large(limit: int) -> Response:
+    detail = f"request body too large: this server takes at most {limit} bytes"
+    return JSONResponse({"detail": detail}, 413, headers={"Connection": "close"})
+
+
+async def _expire_idle_sessions(protocol: EnvProtocol, idle: float) -> None:
+    """End the ``openenv/session/create`` sessions unused for ``idle`` seconds, until cancelled."""
+    loop = asyncio.get_running_loop()
+    interval = min(max(idle / 10, 0.01), 5.0)
+    while True:
+        await asyncio.sleep(interval)
+        for session in protocol.expire_idle(loop.time(), idle):
+            try:
+                await run_in_threadpool(protocol.close_ended, session)
+            except Exception:  # never stop the sweeps
+                logger.exception("closing idle session %s failed", session.session_id)
 
 
 async def _refuse(websocket: WebSocket, protocol: EnvProtocol) -> None:
@@ -223,3 +303,125 @@ async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> N
                 return
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
+
+
+# ------------------------------------------------------------------ uvicorn
+
+
+def uvicorn_config(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    max_pending: int = DEFAULT_MAX_PENDING,
+    **kwargs: Any,
+) -> uvicorn.Config:
+    """uvicorn's settings for ``app`` with the embedded server's connection limits.
+
+    ``uvicorn.Server(uvicorn_config(app)).run()`` serves like
+    ``python -m openenv serve --asgi``.  uvicorn itself closes idle keep-alive
+    connections (``timeout_keep_alive``) but waits forever for the first
+    request of a connection; here a connection that has not sent a whole
+    request head within ``handshake_timeout`` seconds is closed, and while
+    ``max_pending`` connections are waiting for theirs, a new one is answered
+    ``503`` and closed without being read.
+
+    Args:
+        app: the ASGI app (`create_app()`).
+        host: interface to bind.
+        port: TCP port (``0``: any free one).
+        handshake_timeout: seconds a connection has to send a request head
+            (``None``: no limit).
+        max_pending: connections waiting for their request head, at most.
+        **kwargs: more ``uvicorn.Config`` arguments (``ws`` defaults to
+            ``"websockets-sansio"``).
+
+    Raises:
+        ValueError: a bad ``handshake_timeout`` or ``max_pending``.
+    """
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    if handshake_timeout is not None and (
+        isinstance(handshake_timeout, bool) or not isinstance(handshake_timeout, (int, float)) or handshake_timeout <= 0
+    ):
+        raise ValueError(f"handshake_timeout must be a positive number of seconds or None, not {handshake_timeout!r}")
+    if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+        raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
+    kwargs.setdefault("ws", "websockets-sansio")  # the legacy implementation is deprecated
+    http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
+    return uvicorn.Config(app, host=host, port=port, http=http, **kwargs)
+
+
+def _serve(config: uvicorn.Config, on_ready: Any = None) -> None:
+    """``uvicorn.Server(config).run()``, calling ``on_ready(url)`` once it listens (the serve command's line)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if on_ready is not None and self.servers and self.servers[0].sockets:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                on_ready(f"http://{f'[{host}]' if ':' in host else host}:{port}")
+
+    Server(config).run()
+
+
+def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pending: int) -> type[asyncio.Protocol]:
+    """``base`` (uvicorn's HTTP protocol) with a request-head timeout and a cap on connections waiting for one."""
+    waiting: set[asyncio.Protocol] = set()  # this server's connections waiting for a request head
+
+    class LimitedHttp(base):  # type: ignore[valid-type, misc]
+        _timer: asyncio.TimerHandle | None = None
+        _refused = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            if len(waiting) >= max_pending:
+                logger.warning("refusing a connection: %d connections already waiting for a request", max_pending)
+                self._refused = True
+                assert isinstance(transport, asyncio.Transport)
+                transport.write(_OVERLOADED)
+                transport.close()
+                return
+            self._wait()
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            super().data_received(data)
+            transport = self.transport
+            cycle = getattr(self, "cycle", None)
+            if (
+                transport.is_closing()
+                or transport.get_protocol() is not self  # upgraded to a WebSocket
+                or (cycle is not None and not cycle.response_complete)  # a request is being served
+            ):
+                self._done()
+            elif self not in waiting:  # bytes of the next request on a kept-alive connection
+                self._wait()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._done()
+            super().connection_lost(exc)
+
+        def _wait(self) -> None:
+            waiting.add(self)
+            if timeout is not None and self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(timeout, self._expire)
+
+        def _done(self) -> None:
+            waiting.discard(self)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _expire(self) -> None:
+            self._timer = None
+            if self in waiting:
+                waiting.discard(self)
+                logger.info("closing a connection: no request within %g s", timeout)
+                self.transport.close()
+
+    return LimitedHttp

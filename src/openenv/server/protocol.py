@@ -381,6 +381,12 @@ class Session:
         self.executor: Executor | None = None
         self._lock = threading.Lock()
         self.ended = False
+        #: ``POST /mcp`` calls running on it right now (guarded by the protocol's lock)
+        self.busy = 0
+        #: used since the last `EnvProtocol.expire_idle()` sweep
+        self.touched = False
+        #: when the last sweep found it in use (the ``now`` it was given); ``None``: not swept yet
+        self.idle_since: float | None = None
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id} {type(self.env).__name__} owner={self.owner}>"
@@ -750,6 +756,41 @@ class EnvProtocol:
                 return
             session.ended = True
             self._sessions.pop(session.session_id, None)
+        self.close_ended(session)
+
+    def expire_idle(self, now: float, idle_timeout: float) -> list[Session]:
+        """End, in the table, the ``openenv/session/create`` sessions unused for ``idle_timeout``.
+
+        A transport calls it every few seconds with its clock (``now``, in
+        seconds) and hands each session returned to `close_ended()`.  A
+        session is in use while a WebSocket is attached to it or a ``POST /mcp``
+        call runs on it; its idle time counts from the first sweep that finds it
+        unused, so it ends between ``idle_timeout`` and ``idle_timeout`` plus one
+        sweep interval after its last use.  ``/ws`` sessions are left alone (their
+        transport closes silent sockets itself).
+
+        Returns:
+            The sessions now ended: unknown to `lookup()` and `attach()`, their
+            slots still held until `close_ended()`.
+        """
+        expired: list[Session] = []
+        with self._lock:
+            for session in list(self._sessions.values()):
+                if session.owner != "http" or session.ended:
+                    continue
+                if session.attached or session.busy or session.touched or session.idle_since is None:
+                    session.touched = False
+                    session.idle_since = now
+                elif now - session.idle_since >= idle_timeout:
+                    session.ended = True
+                    del self._sessions[session.session_id]
+                    expired.append(session)
+        for session in expired:
+            logger.info("ending MCP session %s: unused for %g s", session.session_id, idle_timeout)
+        return expired
+
+    def close_ended(self, session: Session) -> None:
+        """Close the environment of a session `expire_idle()` (or `end_session()`) ended, and free its slot."""
         try:
             session.run(lambda: _close_quietly(session.env))
         finally:
@@ -944,11 +985,16 @@ class EnvProtocol:
         if method == "openenv/session/close" and request.get("jsonrpc") == "2.0":
             return _rpc_text(self._close(request_id, target))
         if target is not None:
-            session = self.lookup(target) if isinstance(target, str) else None
+            session = self._use(target)
             if session is None:
                 return _rpc_text(_rpc_error(request_id, -32602, f"Unknown session_id: {target}"))
             sid = session.session_id
-            return _rpc_text(session.run(lambda: handle_rpc(session.env, request, sid)))
+            try:
+                return _rpc_text(session.run(lambda: handle_rpc(session.env, request, sid)))
+            finally:
+                with self._lock:
+                    session.busy -= 1
+                    session.touched = True
         try:
             env = self.factory()
         except Exception:
@@ -960,6 +1006,17 @@ class EnvProtocol:
             return _rpc_text(handle_rpc(env, request, ""))
         finally:
             _close_quietly(env)
+
+    def _use(self, target: Any) -> Session | None:
+        """The live session ``target`` names, marked busy (so no sweep ends it meanwhile), or ``None``."""
+        if not isinstance(target, str):
+            return None
+        with self._lock:
+            session = self._sessions.get(target)
+            if session is None or session.ended:
+                return None
+            session.busy += 1
+            return session
 
     def _create(self, request_id: Any) -> dict[str, Any]:
         if not self.reserve_slot():

@@ -1,0 +1,340 @@
+"""Both transports under abuse: silent and slow sockets, connection floods, huge and endless request bodies,
+and (ASGI) MCP sessions nobody uses any more.
+
+Each test runs against the embedded ``EnvServer`` and the ASGI app under uvicorn with the serve command's
+settings (``uvicorn_config``), in this process or, where the server's memory is measured, as a
+``python -m openenv serve [--asgi]`` child.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from openenv.server import EnvServer
+from openenv.server.protocol import EnvProtocol
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+from .envs import CounterEnv
+from .soak import start_server, usage
+
+TRANSPORTS = ["embedded", "asgi"]
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def serve(asgi_server_factory: Any) -> Iterator[Callable[..., Any]]:
+    """``serve(transport, factory, **kwargs)``: a server of either transport (both take the limit arguments)."""
+    started: list[EnvServer] = []
+
+    def start(transport: str, factory: Any = CounterEnv, **kwargs: Any) -> Any:
+        if transport == "asgi":
+            return asgi_server_factory(factory, **kwargs)
+        server = EnvServer(factory, port=0, **kwargs).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _closed_by_server(sock: socket.socket, deadline: float) -> bool:
+    """Whether the server closed ``sock`` before ``deadline`` (reads until EOF; a reset counts)."""
+    sock.settimeout(max(deadline - time.monotonic(), 0.01))
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (a reset ends it too)."""
+    sock.settimeout(30)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+# --------------------------------------------------------------------------- slowloris
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_silent_and_slow_sockets_are_dropped(serve: Any, transport: str) -> None:
+    """A connection that never finishes its request head is closed after ``handshake_timeout``."""
+    server = serve(transport, handshake_timeout=0.5)
+    silent = [socket.create_connection((server.host, server.port)) for _ in range(20)]
+    slow = socket.create_connection((server.host, server.port))
+    try:
+        slow.sendall(b"GET /health HTTP/1.1\r\n")
+
+        def trickle() -> None:  # one header byte every 50 ms: never a whole head
+            try:
+                for _ in range(400):
+                    slow.sendall(b"X")
+                    time.sleep(0.05)
+            except OSError:
+                pass
+
+        trickler = threading.Thread(target=trickle)
+        trickler.start()
+        deadline = time.monotonic() + 30
+        assert all(_closed_by_server(sock, deadline) for sock in silent)
+        assert _closed_by_server(slow, deadline)
+        trickler.join()
+    finally:
+        for sock in [*silent, slow]:
+            sock.close()
+    assert httpx.get(server.url + "/health").status_code == 200
+    with connect(server.ws_url, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "reset"}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_connections_waiting_for_a_request_are_capped(serve: Any, transport: str) -> None:
+    """Beyond ``max_pending`` connections still waiting for their request, new ones get 503 at once."""
+    server = serve(transport, max_pending=3, handshake_timeout=60)
+    silent = [socket.create_connection((server.host, server.port)) for _ in range(3)]
+    try:
+        time.sleep(0.2)  # let the server accept them
+        with socket.create_connection((server.host, server.port)) as extra:
+            extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = _answer(extra)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 503 "), answer
+        if answer:
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert b"content-length: %d\r\n" % len(body) in head.lower() + b"\r\n"
+            assert "Too many pending connections" in json.loads(body)["detail"]
+    finally:
+        for sock in silent:
+            sock.close()
+    wait_for(lambda: httpx.get(server.url + "/health").status_code == 200, "the server to take requests again")
+    with httpx.Client(base_url=server.url) as client:  # a kept-alive connection is not a pending one
+        for _ in range(5):
+            assert client.get("/health").status_code == 200
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_oversized_bodies_get_413_before_they_are_read(serve: Any, transport: str) -> None:
+    kwargs = {"max_body_size": 100_000} if transport == "asgi" else {}
+    server = serve(transport, **kwargs)
+    with socket.create_connection((server.host, server.port)) as sock:  # declared too large: refused unread
+        sock.sendall(b"POST /step HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{")
+        assert _answer(sock).startswith(b"HTTP/1.1 413 ")
+    with socket.create_connection((server.host, server.port)) as sock:  # chunked, beyond the limit
+        sock.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for _ in range(40):  # 40 x 8 KiB: 320 KiB, past both limits
+                sock.sendall(b"2000\r\n" + b" " * 0x2000 + b"\r\n")
+        except OSError:
+            pass  # closed under us: cut off
+        assert _answer(sock).startswith(b"HTTP/1.1 413 ")
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_asgi_bodies_up_to_the_limit_are_served(asgi_server_factory: Any) -> None:
+    server = asgi_server_factory(CounterEnv, max_body_size=1000)
+    body = json.dumps({"start": 3, "pad": "x" * 900}).encode()
+    assert len(body) <= 1000
+    with httpx.Client(base_url=server.url) as client:
+        assert client.post("/reset", content=body).json()["observation"]["count"] == 3
+        too_large = client.post("/reset", content=body + b" " * 100)
+        assert too_large.status_code == 413 and "at most 1000 bytes" in too_large.json()["detail"]
+        chunked = client.post("/step", content=iter([b'{"action":', b" " * 2000, b"{}}"]))  # no Content-Length
+        assert chunked.status_code == 413
+        rpc = {"jsonrpc": "2.0", "method": "tools/list", "id": 1, "pad": "x" * 2000}
+        assert client.post("/mcp", json=rpc).status_code == 413
+    with pytest.raises(ValueError, match="max_body_size"):
+        asgi_server_factory(CounterEnv, max_body_size=-1)
+
+
+#: Server RSS may grow by at most this much while a 256 MiB body is thrown at it.
+RSS_BOUND_MB = 48.0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_256_mib_body_keeps_the_server_rss_flat(transport: str) -> None:
+    """``Content-Length: 256 MiB`` and a chunked 64 MiB body against ``python -m openenv serve [--asgi]``."""
+    proc, url = start_server(asgi=transport == "asgi")
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        time.sleep(0.2)
+        before = usage(proc.pid).rss_mb
+        peak = [before]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.01):
+                peak[0] = max(peak[0], usage(proc.pid).rss_mb)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            sent_declared, answer_declared = _push(port, 256 * 2**20, chunked=False)
+            sent_chunked, answer_chunked = _push(port, 64 * 2**20, chunked=True)
+        finally:
+            stop.set()
+            sampler.join()
+        print(f"{transport}: server RSS {before:.1f} MiB before, {peak[0]:.1f} MiB peak")
+        assert answer_declared.startswith(b"HTTP/1.1 413 "), answer_declared[:200]
+        assert answer_chunked.startswith(b"HTTP/1.1 413 "), answer_chunked[:200]
+        print(f"{transport}: client sent {sent_declared >> 20} MiB declared, {sent_chunked >> 20} MiB chunked")
+        if transport == "asgi":  # cut off, not read whole (the embedded server reads and drops what comes)
+            assert sent_declared < 256 * 2**20 and sent_chunked < 64 * 2**20
+        assert peak[0] - before < RSS_BOUND_MB
+        assert httpx.get(url + "/health").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _push(port: int, size: int, *, chunked: bool) -> tuple[int, bytes]:
+    """POST /reset with a ``size``-byte body, sent while the server lets us; (bytes sent, its answer)."""
+    framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % size
+    block = b" " * 2**20
+    piece = b"100000\r\n" + block + b"\r\n" if chunked else block
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(30)
+        sock.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + framing + b"\r\n\r\n")
+        try:
+            while sent < size:
+                sock.sendall(piece)
+                sent += len(block)
+            if chunked:
+                sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server closed: the rest was never read
+        return sent, _answer(sock)
+
+
+# --------------------------------------------------------------------------- MCP sessions (ASGI)
+
+
+def _rpc(client: httpx.Client, method: str, **params: Any) -> Any:
+    response = client.post("/mcp", json={"jsonrpc": "2.0", "method": method, "params": params, "id": 1})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_unused_mcp_sessions_expire_and_free_their_slots(asgi_server_factory: Any) -> None:
+    """``openenv/session/create`` and nothing more (or a production-mode client killed) no longer locks the server."""
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=0.3)
+    with httpx.Client(base_url=server.url) as client:
+        sids = [_rpc(client, "openenv/session/create")["result"]["session_id"] for _ in range(2)]
+        assert _rpc(client, "openenv/session/create")["error"]["code"] == -32000  # full
+        wait_for(lambda: server.active_sessions == 0, "the unused sessions to expire")
+        gone = _rpc(client, "tools/list", session_id=sids[0])
+        assert gone["error"]["code"] == -32602 and "Unknown session_id" in gone["error"]["message"]
+        with connect(f"{server.ws_url}?session_id={sids[1]}", open_timeout=10) as ws:
+            assert "Unknown session_id" in json.loads(ws.recv(timeout=10))["data"]["message"]
+        assert "session_id" in _rpc(client, "openenv/session/create")["result"]  # a slot again
+
+
+def test_mcp_sessions_in_use_do_not_expire(asgi_server_factory: Any) -> None:
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=0.4)
+    with httpx.Client(base_url=server.url) as client:
+        by_http = _rpc(client, "openenv/session/create")["result"]["session_id"]
+        by_ws = _rpc(client, "openenv/session/create")["result"]["session_id"]
+        with connect(f"{server.ws_url}?session_id={by_ws}", open_timeout=10) as ws:
+            for _ in range(12):  # 1.2 s, three idle timeouts: each session used every 0.1 s
+                time.sleep(0.1)
+                assert _rpc(client, "tools/call", name="add", arguments={"a": 1, "b": 2}, session_id=by_http)["result"]
+                ws.send(json.dumps({"type": "state"}))
+                assert json.loads(ws.recv(timeout=10))["type"] == "state"
+        # the WebSocket went away; the session is still there, its idle clock starting now
+        assert _rpc(client, "tools/list", session_id=by_ws)["result"]
+        assert server.active_sessions == 2
+        wait_for(lambda: server.active_sessions == 0, "both sessions to expire once unused")
+
+
+def test_expire_idle_decides_from_the_clock_it_is_given() -> None:
+    """The sans-IO rule: idle time counts from the first sweep that finds a session unused."""
+    protocol = EnvProtocol(ToolsDemoEnvironment, max_sessions=3)
+
+    def create() -> str:
+        body = json.dumps({"jsonrpc": "2.0", "method": "openenv/session/create", "id": 1}).encode()
+        return str(json.loads(protocol.http_mcp(body).body)["result"]["session_id"])
+
+    def call(sid: str) -> None:
+        body = {"jsonrpc": "2.0", "method": "tools/list", "params": {"session_id": sid}, "id": 2}
+        assert "result" in json.loads(protocol.http_mcp(json.dumps(body).encode()).body)
+
+    idle, used, attached = create(), create(), create()
+    session, error = protocol.attach(attached)
+    assert session is not None and error is None
+    assert protocol.expire_idle(100.0, 10.0) == []  # first sweep: the clocks start
+    call(used)
+    assert protocol.expire_idle(105.0, 10.0) == []
+    expired = protocol.expire_idle(110.0, 10.0)
+    assert [s.session_id for s in expired] == [idle]
+    assert protocol.lookup(idle) is None and protocol.active_sessions == 3  # slot held until close_ended
+    protocol.close_ended(expired[0])
+    assert protocol.active_sessions == 2
+    assert protocol.expire_idle(114.0, 10.0) == []  # `used` was used before the sweep at 105
+    assert [s.session_id for s in protocol.expire_idle(115.0, 10.0)] == [used]
+    protocol.detach(session)  # seen attached by the sweep at 115: its clock starts there
+    assert protocol.expire_idle(124.0, 10.0) == []
+    assert [s.session_id for s in protocol.expire_idle(125.0, 10.0)] == [attached]
+
+
+def test_serve_asgi_honours_max_pending_and_refuses_a_bad_one() -> None:
+    """``--max-pending`` used to be ignored silently with ``--asgi``."""
+    import subprocess
+    import sys
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "openenv", "serve", "echo", "--asgi", "--port", "0", "--max-pending", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "max_pending must be at least 1" in bad.stderr
+    proc, url = start_server(asgi=True, args=("--max-pending", "2"))
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        try:
+            time.sleep(0.3)
+            with socket.create_connection(("127.0.0.1", port)) as extra:
+                extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = _answer(extra)
+            assert answer == b"" or answer.startswith(b"HTTP/1.1 503 "), answer
+        finally:
+            for sock in silent:
+                sock.close()
+        wait_for(lambda: httpx.get(url + "/health").status_code == 200, "the server to take requests again")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stderr is not None:
+            proc.stderr.close()
