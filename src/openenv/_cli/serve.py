@@ -70,7 +70,8 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> in
     try:
         import uvicorn  # noqa: F401 - needed by uvicorn_config
 
-        from openenv.server.asgi import DEFAULT_MAX_PENDING, _serve, create_app, uvicorn_config
+        from openenv.server.app import DEFAULT_MAX_PENDING
+        from openenv.server.asgi import _serve, create_app, uvicorn_config
     except ImportError as exc:
         print(f"error: --asgi needs starlette and uvicorn (pip install 'openenv-twin[server]'): {exc}", file=sys.stderr)
         return 2
