@@ -134,3 +134,30 @@ def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registr
     finally:
         provider._halt()
     assert lifetimes.list_records() == []
+
+
+def test_dry_run_cuts_command_lines_between_words(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    proc, start = _sleeper(sleepers)
+    owner, owner_start = _dead_owner()
+    command = ["/opt/" + "x" * 45, "--port", "34823"]  # a cut at 60 characters would land in the number
+    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), command))
+    out = _prune("--dry-run")
+    line = next(line for line in out.splitlines() if f"pid={proc.pid}" in line)
+    assert "--port …" in line and "--port 3" not in line
+
+
+def test_prune_sweeps_temporary_records_of_dead_writers(registry: Path) -> None:
+    dead, _ = _dead_owner()
+    stale = registry / f"process-1-2.json.{dead}.tmp"  # its writer was killed mid-write
+    mine = registry / f"process-3-4.json.{os.getpid()}.tmp"  # a live writer's, being written
+    old = registry / f"process-5-6.json.{os.getpid()}.tmp"
+    for path in (stale, mine, old):
+        path.write_text("{")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # older than any write takes
+    other = registry / "unrelated.tmp"
+    other.write_text("")
+    _prune("--dry-run")
+    assert stale.exists()  # a dry run changes nothing
+    _prune()
+    assert not stale.exists() and not old.exists()
+    assert mine.exists() and other.exists()
