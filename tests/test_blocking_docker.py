@@ -288,7 +288,7 @@ def test_remove_is_idempotent(client: Any, session: str) -> None:
 # --------------------------------------------------------------------------- list / remove managed
 
 
-def test_list_and_remove_managed_never_touch_unlabelled(client: Any, session: str, cleanup: list[str]) -> None:
+def test_list_managed_and_prune_never_touch_unlabelled(client: Any, session: str, cleanup: list[str]) -> None:
     managed = new_container_name(NEVER)
     cleanup.append(managed)
     bd.start_container(client, NEVER, name=managed, labels=_labels(session))

@@ -135,7 +135,7 @@ class Run:
         assert self.proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
         return out.decode()
 
-    def leftovers(self, grace: float = 30.0) -> tuple[list[int], list[str]]:
+    def leftovers(self, grace: float = 60.0) -> tuple[list[int], list[str]]:
         """Processes and registry files still there after ``grace`` seconds (polled: empty as soon as gone)."""
 
         def files() -> list[str]:

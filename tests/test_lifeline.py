@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -102,3 +103,30 @@ def test_a_command_that_cannot_run_is_refused_before_anything_starts() -> None:
         process.start_process(["no-such-program-here", "--port", "1"])
     with pytest.raises(ProviderError, match="Permission denied"):
         process.start_process([os.path.dirname(sys.executable)])
+
+
+STUBBORN_OWNER = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from openenv._blocking import process
+server = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(300)"
+child = process.start_process([sys.executable, "-c", server])
+print(child.pid, flush=True)
+while "up" not in process.output_tail(child):
+    pass
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_server_that_ignores_sigterm_is_killed_when_its_owner_dies() -> None:
+    src = os.path.dirname(os.path.dirname(os.path.abspath(process.__file__)))
+    owner = subprocess.run(
+        [sys.executable, "-c", STUBBORN_OWNER, os.path.dirname(src)], capture_output=True, text=True, timeout=120
+    )
+    assert owner.returncode == -9, owner.stderr
+    server = int(owner.stdout.split()[0])
+    try:
+        assert _wait(lambda: lifetimes.process_start_time(server) is None, 60), "the server outlived its owner"
+    finally:
+        if lifetimes.process_start_time(server) is not None:
+            os.killpg(server, 9)

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,3 +162,30 @@ def test_prune_sweeps_temporary_records_of_dead_writers(registry: Path) -> None:
     _prune()
     assert not stale.exists() and not old.exists()
     assert mine.exists() and other.exists()
+
+
+@pytest.mark.docker
+def test_prune_leaves_a_look_alike_container_alone(docker_engine: Any, registry: Path) -> None:
+    dead, _ = _dead_owner()
+    # org.openenv.managed=1 and a dead PID, but no owner identity: not provably ours
+    name = f"openenv-lookalike-{dead}-{os.urandom(3).hex()}"
+    docker_engine.containers.create(
+        "openenv-test/never:latest",
+        name=name,
+        labels={"org.openenv.managed": "1", "org.openenv.pid": str(dead), "org.openenv.test.suite": "test_prune"},
+    )
+    try:
+        env = {**os.environ}  # the real engine this time; a dry run changes nothing on it
+        done = subprocess.run(
+            [sys.executable, "-m", "openenv", "prune", "--dry-run"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        line = next(line for line in done.stdout.splitlines() if line.startswith(name))
+        assert "no owner identity: left alone" in line
+        docker_engine.api.inspect_container(name)  # still there
+    finally:
+        docker_engine.api.remove_container(name, force=True)

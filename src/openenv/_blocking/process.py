@@ -57,7 +57,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def bind_listener(host: str = "127.0.0.1", port: int | None = None) -> socket.socket:
     """A listening TCP socket on ``host`` (port ``port``, or one the kernel picks) to hand to a server.
 
-    The caller passes its file descriptor to the child (``pass_fds``) and closes
+    The caller hands its file descriptor to the child (`start_process()`'s ``listener``) and closes
     its own copy once the child started; no other program can take the port in between.
 
     Raises:
@@ -89,11 +89,11 @@ SERVER_FD = 3
 # fd 4 and starts a watcher, a background subshell left in the server's process group: it drops its
 # copy of the listener and waits for EOF on fd 4, which comes when the owner is gone, however it
 # died and at whatever moment (even before the shell ran: EOF is sticky).  It then ends the group:
-# SIGTERM, up to 5 s for the server, SIGKILL.  The shell itself becomes the server (``exec``), with
-# the listener on fd 3 (`SERVER_FD`), its output on the log, and /dev/null as its input.
-# Only single-digit descriptors: dash (Debian's /bin/sh) knows no others.  No ``preexec_fn``
-# (unsafe with threads) and no parent-death signal (it fires when the parent *thread* ends, such
-# as a worker thread of a pool).
+# SIGTERM, up to 5 s for the server (polled with few ``sleep`` runs: cheap on a loaded machine),
+# SIGKILL.  The shell itself becomes the server (``exec``), with the listener on fd 3
+# (`SERVER_FD`), its output on the log, and /dev/null as its input.  Only single-digit
+# descriptors: dash (Debian's /bin/sh) knows no others.  No ``preexec_fn`` (unsafe with threads)
+# and no parent-death signal (it fires when the parent *thread* ends, such as a pool's worker).
 LIFELINE_SCRIPT = """\
 listener=$1
 shift
@@ -104,13 +104,12 @@ exec 4<&0 </dev/null
   while read -r _ <&4; do :; done
   trap '' TERM
   kill -TERM 0
-  i=0
-  while [ "$i" -lt 50 ] && kill -0 "$$"; do
+  for wait in 0.1 0.1 0.1 0.1 0.1 0.5 0.5 0.5 1 2; do
+    kill -0 "$$" 2>/dev/null || break
     stat=
-    read -r stat <"/proc/$$/stat" || :
+    [ -r "/proc/$$/stat" ] && read -r stat <"/proc/$$/stat"
     case $stat in *") Z "*) break ;; esac
-    sleep 0.1
-    i=$((i + 1))
+    sleep "$wait"
   done
   kill -KILL 0
 ) &
