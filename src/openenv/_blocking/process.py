@@ -87,7 +87,9 @@ SERVER_FD = 3
 # with the lifeline (the read end of a pipe whose write end only the owner holds) as its standard
 # input and the listening socket, if any, as its standard error.  The shell moves the lifeline to
 # fd 4 and starts a watcher, a background subshell left in the server's process group: it drops its
-# copy of the listener and waits for EOF on fd 4, which comes when the owner is gone, however it
+# copy of the listener, ignores SIGTERM (a group SIGTERM from the reaper must not end the watcher
+# before the server; `stop_process()` and the reaper SIGKILL the group once the server is gone),
+# and waits for EOF on fd 4, which comes when the owner is gone, however it
 # died and at whatever moment (even before the shell ran: EOF is sticky).  It then ends the group:
 # SIGTERM, up to 5 s for the server (polled with few ``sleep`` runs: cheap on a loaded machine),
 # SIGKILL.  The shell itself becomes the server (``exec``), with the listener on fd 3
@@ -100,9 +102,8 @@ shift
 exec 4<&0 </dev/null
 (
   exec >/dev/null 2>&1
-  trap '' HUP INT
+  trap '' HUP INT TERM
   while read -r _ <&4; do :; done
-  trap '' TERM
   kill -TERM 0
   for wait in 0.1 0.1 0.1 0.1 0.1 0.5 0.5 0.5 1 2; do
     kill -0 "$$" 2>/dev/null || break
@@ -221,6 +222,10 @@ def stop_process(child: ChildProcess, timeout: float = 5.0) -> None:
                 break
             except subprocess.TimeoutExpired:
                 continue
+        try:  # what is left of the group: the lifeline's watcher, which ignores SIGTERM
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     else:
         try:  # the leader is gone; its group may not be
             os.killpg(popen.pid, signal.SIGKILL)
