@@ -12,7 +12,11 @@ and is removed by the test itself; the module ends by asserting that no
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +26,7 @@ from typing import Any
 import pytest
 
 from openenv._blocking import docker as bd
+from openenv._blocking import lifetimes
 from openenv._core.containers import (
     LABEL_MANAGED,
     LABEL_PID,
@@ -37,6 +42,7 @@ from openenv._core.errors import (
     OpenEnvError,
     ProviderError,
 )
+from openenv._core.lifetimes import identity_from_labels, identity_labels
 
 pytestmark = pytest.mark.docker
 
@@ -282,7 +288,7 @@ def test_remove_is_idempotent(client: Any, session: str) -> None:
 # --------------------------------------------------------------------------- list / remove managed
 
 
-def test_list_and_remove_managed_never_touch_unlabelled(client: Any, session: str, cleanup: list[str]) -> None:
+def test_list_managed_and_prune_never_touch_unlabelled(client: Any, session: str, cleanup: list[str]) -> None:
     managed = new_container_name(NEVER)
     cleanup.append(managed)
     bd.start_container(client, NEVER, name=managed, labels=_labels(session))
@@ -316,12 +322,73 @@ def test_list_and_remove_managed_never_touch_unlabelled(client: Any, session: st
     assert [s.name for s in bd.list_managed(client, session_id=session)] == [managed]
     assert bd.list_managed(client, session_id=new_session_id()) == []
 
-    # only this process's managed containers: other sessions on the engine are not ours to remove
-    assert bd.remove_managed(client, all_processes=False) == [managed]
-    assert bd.container_status(client, managed) == (bd.STATUS_MISSING, None)
+    # prune sees only the managed one, and keeps it: its owner (this process) is alive
+    suite = [f"{SUITE_LABEL}=test_blocking_docker"]
+    verdicts = [(s.name, v) for s, v, _ in lifetimes.prune_containers(client, label_filters=suite)]
+    assert verdicts == [(managed, "keep")]
+    assert bd.container_status(client, managed) == ("running", None)
     assert bd.container_status(client, plain.id) == ("running", None)
     assert bd.container_status(client, decoy.id)[0] == "created"
-    assert bd.remove_managed(client, all_processes=False) == []
+
+
+# --------------------------------------------------------------------------- prune: ownership
+
+
+def _identity(**changes: Any) -> dict[str, str]:
+    me = lifetimes.owner_identity()
+    assert me is not None
+    return {**identity_labels(dataclasses.replace(me, **changes))}
+
+
+def test_prune_removes_only_what_provably_belongs_to_a_dead_program_here(client: Any, cleanup: list[str]) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_start = lifetimes.process_start_time(dead.pid) or 1
+    dead.wait()
+    tag = new_session_id()  # this test's own label: prune here never sees any other container
+    base = {LABEL_MANAGED: "1", SUITE_LABEL: tag}
+    cases = {
+        # a look-alike: managed=1 and a dead PID, but no identity
+        "lookalike": {**base, LABEL_PID: str(dead.pid)},
+        "dead-here": {**base, **_identity(pid=dead.pid, start_time=dead_start)},
+        "alive-here": {**base, **_identity()},
+        "reused-pid": {**base, **_identity(start_time=1)},  # this PID, another start time: its owner is gone
+        "other-host": {**base, **_identity(pid=dead.pid, start_time=dead_start, host="elsewhere")},
+        "other-boot": {**base, **_identity(pid=dead.pid, start_time=dead_start, boot_id="another-boot")},
+        "other-ns": {**base, **_identity(pid=dead.pid, start_time=dead_start, pid_namespace="pid:[1]")},
+    }
+    names = {}
+    for case, labels in cases.items():
+        created = client.containers.create(NEVER, name=new_container_name(NEVER) + "-" + case, labels=labels)
+        cleanup.append(created.id)
+        names[created.name] = case
+
+    def verdicts(**kwargs: Any) -> dict[str, str]:
+        found = lifetimes.prune_containers(client, label_filters=[f"{SUITE_LABEL}={tag}"], **kwargs)
+        return {names[s.name]: v for s, v, _ in found}
+
+    expected = {
+        "lookalike": "foreign",
+        "dead-here": "remove",
+        "alive-here": "keep",
+        "reused-pid": "remove",
+        "other-host": "foreign",
+        "other-boot": "foreign",
+        "other-ns": "foreign",
+    }
+    assert verdicts(dry_run=True) == expected
+    assert len(verdicts(dry_run=True)) == len(cases)  # a dry run removed nothing
+    assert verdicts() == expected
+    assert verdicts() == {k: v for k, v in expected.items() if v != "remove"}  # removed
+    assert verdicts(everything=True) == {k: "remove" for k, v in expected.items() if v != "remove"}
+    assert verdicts() == {}
+
+
+def test_a_started_container_carries_its_owners_identity(client: Any, session: str, cleanup: list[str]) -> None:
+    name = new_container_name(NEVER)
+    cleanup.append(name)
+    bd.start_container(client, NEVER, name=name, labels=_labels(session))
+    labels = client.api.inspect_container(name)["Config"]["Labels"]
+    assert identity_from_labels(labels) == lifetimes.owner_identity()
 
 
 # --------------------------------------------------------------------------- pull
@@ -403,3 +470,50 @@ def test_pull_from_unreachable_registry_is_a_provider_error(client: Any) -> None
     with pytest.raises(ProviderError) as info:
         bd.pull_image(client, "127.0.0.1:9/openenv-echo-env:latest")
     assert not isinstance(info.value, ImageNotFound)
+
+
+# --------------------------------------------------------------------------- the reaper: a create in flight
+
+
+def test_the_reaper_waits_for_a_create_still_in_flight(client: Any, session: str, cleanup: list[str]) -> None:
+    name = new_container_name(NEVER)
+    cleanup.append(name)
+    late = threading.Timer(0.5, lambda: client.containers.create(NEVER, name=name, labels=_labels(session)))
+    late.start()  # the owner's create lands after the owner died: the first look finds nothing
+    try:
+        assert bd.reap_container(client, name, session, None, settle=30) == "removed"
+    finally:
+        late.join()
+    assert bd.container_status(client, name) == (bd.STATUS_MISSING, None)
+
+
+def test_the_reaper_claims_a_name_nobody_created(client: Any, session: str, cleanup: list[str]) -> None:
+    name = new_container_name(NEVER)
+    cleanup.append(name)
+    outcome: list[str] = []
+
+    def create_late() -> None:  # a create the engine gets while the placeholder holds the name
+        try:
+            client.containers.create(NEVER, name=name, labels=_labels(session))
+            outcome.append("created")
+        except Exception as exc:  # noqa: BLE001
+            outcome.append(type(exc).__name__)
+
+    late = threading.Timer(0.3, create_late)
+    late.start()
+    try:
+        verdict = bd.reap_container(client, name, session, NEVER, hold=1.0)
+    finally:
+        late.join()
+    # whichever came first, nothing of that name is left
+    assert (verdict, outcome) in (("never created", ["APIError"]), ("removed", ["created"]))
+    assert bd.container_status(client, name) == (bd.STATUS_MISSING, None)
+    assert bd.reap_container(client, name, session, MISSING, settle=1) == "never created"  # no image: settled
+
+
+def test_the_reaper_leaves_a_name_someone_else_holds(client: Any, session: str, cleanup: list[str]) -> None:
+    name = new_container_name(NEVER)
+    cleanup.append(name)
+    client.containers.create(NEVER, name=name, labels=_labels(new_session_id()))
+    assert bd.reap_container(client, name, session, NEVER) == "not ours"
+    assert bd.container_status(client, name)[0] == "created"

@@ -17,16 +17,31 @@ from openenv._core.checkout import (
 )
 from openenv._core.errors import CheckoutNotRunnable, ProviderError
 from openenv._core.lifetimes import (
+    ALIVE,
+    DEAD,
+    FOREIGN,
     FORGET,
     KEEP,
     KILL,
+    LABEL_BOOT_ID,
+    LABEL_HOST,
+    LABEL_PID_NAMESPACE,
+    LABEL_PID_START,
+    REMOVE,
+    Here,
+    Identity,
     ProcessRecord,
+    container_verdict,
     decode_record,
     encode_message,
     encode_record,
+    identity_from_labels,
+    identity_labels,
+    owner_state,
     parse_message,
     parse_start_time,
     prune_verdict,
+    shorten_command,
 )
 
 BASE = CheckoutFacts(directory="/co", app="server.app:app", python="/usr/bin/python3")
@@ -113,9 +128,95 @@ def test_prune_verdicts(now: int | None, owner_now: int | None, boot: str, every
 
 
 def test_reaper_messages() -> None:
-    assert parse_message(encode_message("+", "p", 12, 34)) == ("+", "p", "12", "34")
-    assert parse_message(encode_message("-", "c", "openenv-x-1-abc", "sess")) == ("-", "c", "openenv-x-1-abc", "sess")
+    assert parse_message(encode_message("+", "p", 12, 34)) == ("+", "p", "12", "34", "")
+    assert parse_message(encode_message("-", "c", "openenv-x-1-abc", "sess")) == (
+        "-", "c", "openenv-x-1-abc", "sess", "",
+    )  # fmt: skip
+    assert parse_message(encode_message("+", "c", "n", "s", "reg:5000/a/b:1")) == ("+", "c", "n", "s", "reg:5000/a/b:1")
+    assert parse_message(b"+p 1 2 3\n") is None  # only a container names an image
     assert parse_message(b"+p x 1\n") is None
     assert parse_message(b"hello\n") is None
     with pytest.raises(ValueError):
         encode_message("+", "c", "a b", "s")
+
+
+# --------------------------------------------------------------------------- owners and containers
+
+HERE = Here(host="h", boot_id="b", pid_namespace="pid:[4026531836]")
+OWNER = Identity(host="h", boot_id="b", pid_namespace="pid:[4026531836]", pid=42, start_time=1000)
+
+
+@pytest.mark.parametrize(
+    ("owner", "start_now", "state"),
+    [
+        (OWNER, 1000, ALIVE),
+        (OWNER, None, DEAD),
+        (OWNER, 1001, DEAD),  # the PID was reused
+        (Identity("other", "b", OWNER.pid_namespace, 42, 1000), 1000, FOREIGN),
+        (Identity("h", "other-boot", OWNER.pid_namespace, 42, 1000), None, FOREIGN),
+        (Identity("h", "b", "pid:[4026532999]", 42, 1000), None, FOREIGN),  # another PID namespace
+    ],
+)
+def test_one_liveness_rule(owner: Identity, start_now: int | None, state: str) -> None:
+    assert owner_state(owner, HERE, start_now)[0] == state
+
+
+def test_unknown_facts_here_never_prove_anything() -> None:
+    assert owner_state(OWNER, Here("h", "b", ""), None)[0] == FOREIGN
+    assert owner_state(OWNER, Here("h", "", OWNER.pid_namespace), None)[0] == FOREIGN
+
+
+def test_identity_labels_round_trip_and_partial_ones_are_no_identity() -> None:
+    labels = identity_labels(OWNER)
+    assert identity_from_labels(labels) == OWNER
+    for missing in (LABEL_HOST, LABEL_BOOT_ID, LABEL_PID_NAMESPACE, LABEL_PID_START, "org.openenv.pid"):
+        assert identity_from_labels({k: v for k, v in labels.items() if k != missing}) is None
+    assert identity_from_labels({**labels, LABEL_PID_START: "soon"}) is None
+
+
+MANAGED = {"org.openenv.managed": "1", "org.openenv.session": "s"}
+
+
+@pytest.mark.parametrize(
+    ("labels", "start_now", "everything", "verdict"),
+    [
+        ({**MANAGED, **identity_labels(OWNER)}, None, False, REMOVE),  # its owner is gone
+        ({**MANAGED, **identity_labels(OWNER)}, 1001, False, REMOVE),  # PID reused
+        ({**MANAGED, **identity_labels(OWNER)}, 1000, False, KEEP),
+        ({**MANAGED, **identity_labels(OWNER)}, 1000, True, REMOVE),
+        # a look-alike: managed=1 and a dead PID, nothing else
+        ({**MANAGED, "org.openenv.pid": "42"}, None, False, FOREIGN),
+        ({**MANAGED, "org.openenv.pid": "42"}, None, True, REMOVE),
+        ({**MANAGED, **identity_labels(OWNER), LABEL_HOST: "ci-runner-7"}, None, False, FOREIGN),
+        ({**MANAGED, **identity_labels(OWNER), LABEL_BOOT_ID: "x"}, None, False, FOREIGN),
+        ({**MANAGED, **identity_labels(OWNER), LABEL_PID_NAMESPACE: "pid:[1]"}, None, False, FOREIGN),
+        ({**MANAGED, **identity_labels(OWNER), LABEL_PID_NAMESPACE: "pid:[1]"}, None, True, REMOVE),
+    ],
+)
+def test_container_verdicts(labels: dict[str, str], start_now: int | None, everything: bool, verdict: str) -> None:
+    found, why = container_verdict(labels, here=HERE, start_time_now=start_now, everything=everything)
+    assert found == verdict and why
+
+
+def test_a_record_of_another_pid_namespace_is_never_acted_on() -> None:
+    record = ProcessRecord(10, 100, 20, 200, "b", host="h", pid_namespace="pid:[1]")
+    for everything in (False, True):
+        verdict = prune_verdict(
+            record, start_time_now=100, owner_start_time_now=None, boot_id_now="b", everything=everything, here=HERE
+        )
+        assert verdict == FOREIGN
+    same = ProcessRecord(10, 100, 20, 200, "b", host="h", pid_namespace=HERE.pid_namespace)
+    verdict = prune_verdict(same, start_time_now=100, owner_start_time_now=None, boot_id_now="b", here=HERE)
+    assert verdict == KILL
+    old = ProcessRecord(10, 100, 20, 200, "b")  # written before records named their namespace
+    assert prune_verdict(old, start_time_now=100, owner_start_time_now=None, boot_id_now="b", here=HERE) == KILL
+
+
+def test_command_lines_are_cut_between_words() -> None:
+    command = ["/usr/bin/python3", "-m", "openenv", "serve", "echo", "--host", "127.0.0.1", "--port", "34823"]
+    short = shorten_command(command, 50)
+    assert len(short) <= 50 and short.endswith(" …")
+    assert " ".join(command).startswith(short[:-2])
+    assert short[:-2].split(" ")[-1] in command  # never half a word or number
+    assert shorten_command(["a", "b"], 50) == "a b"
+    assert shorten_command(["x" * 80, "y"], 50) == "x" * 80 + " …"  # a long first word is shown whole

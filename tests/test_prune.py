@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,57 @@ def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registr
     finally:
         provider._halt()
     assert lifetimes.list_records() == []
+
+
+def test_dry_run_cuts_command_lines_between_words(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
+    proc, start = _sleeper(sleepers)
+    owner, owner_start = _dead_owner()
+    command = ["/opt/" + "x" * 45, "--port", "34823"]  # a cut at 60 characters would land in the number
+    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), command))
+    out = _prune("--dry-run")
+    line = next(line for line in out.splitlines() if f"pid={proc.pid}" in line)
+    assert "--port …" in line and "--port 3" not in line
+
+
+def test_prune_sweeps_temporary_records_of_dead_writers(registry: Path) -> None:
+    dead, _ = _dead_owner()
+    stale = registry / f"process-1-2.json.{dead}.tmp"  # its writer was killed mid-write
+    mine = registry / f"process-3-4.json.{os.getpid()}.tmp"  # a live writer's, being written
+    old = registry / f"process-5-6.json.{os.getpid()}.tmp"
+    for path in (stale, mine, old):
+        path.write_text("{")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))  # older than any write takes
+    other = registry / "unrelated.tmp"
+    other.write_text("")
+    _prune("--dry-run")
+    assert stale.exists()  # a dry run changes nothing
+    _prune()
+    assert not stale.exists() and not old.exists()
+    assert mine.exists() and other.exists()
+
+
+@pytest.mark.docker
+def test_prune_leaves_a_look_alike_container_alone(docker_engine: Any, registry: Path) -> None:
+    dead, _ = _dead_owner()
+    # org.openenv.managed=1 and a dead PID, but no owner identity: not provably ours
+    name = f"openenv-lookalike-{dead}-{os.urandom(3).hex()}"
+    docker_engine.containers.create(
+        "openenv-test/never:latest",
+        name=name,
+        labels={"org.openenv.managed": "1", "org.openenv.pid": str(dead), "org.openenv.test.suite": "test_prune"},
+    )
+    try:
+        env = {**os.environ}  # the real engine this time; a dry run changes nothing on it
+        done = subprocess.run(
+            [sys.executable, "-m", "openenv", "prune", "--dry-run"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        line = next(line for line in done.stdout.splitlines() if line.startswith(name))
+        assert "no owner identity: left alone" in line
+        docker_engine.api.inspect_container(name)  # still there
+    finally:
+        docker_engine.api.remove_container(name, force=True)

@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,8 @@ from .._core.errors import (
     PortNotPublished,
     ProviderError,
 )
+from .._core.lifetimes import identity_labels
+from . import lifetimes as _lifetimes
 
 if TYPE_CHECKING:  # pragma: no cover
     from docker import DockerClient
@@ -59,7 +61,6 @@ __all__ = [
     "container_logs_tail",
     "remove_container",
     "list_managed",
-    "remove_managed",
 ]
 
 #: What `container_status()` reports for a container that no longer exists.
@@ -408,6 +409,81 @@ def _remove_ours_by_name(client: DockerClient, name: str, session: str | None) -
         _remove_quietly(client, attrs.get("Id") or name)
 
 
+#: The label of the placeholder the reaper creates to claim a name (`reap_container()`).
+LABEL_PLACEHOLDER = "org.openenv.placeholder"
+
+
+def reap_container(
+    client: DockerClient, name: str, session: str, image: str | None, *, settle: float = 30.0, hold: float = 2.0
+) -> str:
+    """Remove container ``name`` of ``session`` for a dead owner, once its ``docker create`` has settled.
+
+    The owner registered the name before it asked for the container, so when it
+    was killed a create may still be in flight: a name not found *yet* proves
+    nothing.  So, until ``settle`` seconds have passed:
+
+    * found, with our session label: removed (``"removed"``); with another
+      label: someone else's, left alone (``"not ours"``);
+    * not found: the name is claimed with a placeholder container of ``image``
+      (created, never started).  If that create succeeds, a create of the
+      owner that the engine is still working through fails on the name; the
+      placeholder is held ``hold`` seconds for one that reaches the engine
+      late, then removed (``"never created"``).  If it conflicts, the owner's
+      create holds the name, and the loop looks again.  A missing image
+      settles it too (the owner's create cannot succeed either).  Without
+      ``image``, or when the placeholder cannot be made, it polls.
+
+    Never raises (the reaper's last act); returns what happened, or ``"unsettled"``.
+    """
+    import time
+
+    errors = _docker_errors()
+    deadline = time.monotonic() + settle
+    delay = 0.05
+    while True:
+        try:
+            attrs = client.api.inspect_container(name)
+        except errors.NotFound:
+            attrs = None
+        except Exception:  # the engine is busy or away: try again
+            attrs = {}
+        if attrs:
+            labels = (attrs.get("Config") or {}).get("Labels") or {}
+            if labels.get(LABEL_MANAGED) == MANAGED_VALUE and labels.get(LABEL_SESSION) == session:
+                _remove_quietly(client, attrs.get("Id") or name)
+                if labels.get(LABEL_PLACEHOLDER) != "1":
+                    return "removed"
+                return "never created"  # our own placeholder of an earlier round
+            return "not ours"
+        if attrs is None and image and _claim(client, name, session, image, errors, hold):
+            return "never created"
+        if time.monotonic() >= deadline:
+            return "unsettled"
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def _claim(client: DockerClient, name: str, session: str, image: str, errors: Any, hold: float) -> bool:
+    """Create, hold and remove a placeholder named ``name``; whether this settled that nobody else has it."""
+    import time
+
+    labels = {LABEL_MANAGED: MANAGED_VALUE, LABEL_SESSION: session, LABEL_PLACEHOLDER: "1", LABEL_PID: str(os.getpid())}
+    owner = _lifetimes.owner_identity()
+    if owner is not None:  # the reaper's own: prune removes it if the reaper dies right here
+        labels.update(identity_labels(owner))
+    try:
+        created = client.api.create_container(image, command=["true"], name=name, labels=labels)
+    except errors.APIError as exc:
+        if exc.status_code == 404:  # no such image: the owner's create cannot have succeeded either
+            return True
+        return False  # 409: the name is taken (by the owner's create, most likely); look again
+    except Exception:
+        return False
+    time.sleep(hold)
+    _remove_quietly(client, str(created.get("Id") or name))
+    return True
+
+
 def _state(attrs: Mapping[str, Any]) -> tuple[str, int | None]:
     state = attrs.get("State") or {}
     status = str(state.get("Status") or "unknown")
@@ -449,6 +525,8 @@ def start_container(
         name: the container name (make it with ``new_container_name``).
         labels: the container labels (make them with ``container_labels``);
             cleanup after a failed create relies on its ``org.openenv.session``.
+            When its ``org.openenv.pid`` is this process, the owner's identity
+            is added (`openenv._core.lifetimes.identity_labels`).
         environment: environment variables; they override ``run_options["environment"]``.
         host: the host address to publish on (``127.0.0.1`` unless the caller
             asks otherwise; ``0.0.0.0`` publishes on every interface).
@@ -475,6 +553,10 @@ def start_container(
     port_key = f"{container_port}/tcp"
     merged_labels = {str(k): str(v) for k, v in (opts.pop("labels", None) or {}).items()}
     merged_labels.update({str(k): str(v) for k, v in labels.items()})
+    owner = _lifetimes.owner_identity()
+    if owner is not None and merged_labels.get(LABEL_PID) == str(owner.pid):
+        # who started it, so that prune removes it only once that program of this host is gone
+        merged_labels.update(identity_labels(owner))
     ports = dict(opts.pop("ports", None) or {})
     ports.setdefault(port_key, (host, None))  # a fixed port from the caller, else None: Docker picks one
     env = _merge_environment(opts.pop("environment", None), environment)
@@ -607,6 +689,7 @@ def list_managed(
     *,
     all_processes: bool = True,
     session_id: str | None = None,
+    label_filters: Sequence[str] = (),
 ) -> list[ContainerSummary]:
     """Every container (running or not) labelled ``org.openenv.managed=1``.
 
@@ -614,8 +697,9 @@ def list_managed(
         all_processes: ``False`` keeps only the containers this process started
             (``org.openenv.pid`` equal to ``os.getpid()``).
         session_id: keep only the container of this session.
+        label_filters: more ``key=value`` labels they must all carry.
     """
-    filters = [MANAGED_FILTER]
+    filters = [MANAGED_FILTER, *label_filters]
     if not all_processes:
         filters.append(f"{LABEL_PID}={os.getpid()}")
     if session_id is not None:
@@ -644,29 +728,3 @@ def list_managed(
             )
         )
     return result
-
-
-def remove_managed(
-    client: DockerClient,
-    *,
-    all_processes: bool = True,
-    session_id: str | None = None,
-) -> list[str]:
-    """Force-remove the containers `list_managed()` selects; return the names removed.
-
-    Only containers labelled ``org.openenv.managed=1`` are ever touched.
-    Containers that vanish meanwhile are skipped.  Removal failures are
-    collected and raised together as one [`ProviderError`][openenv.sync.ProviderError] after every
-    container was tried.
-    """
-    removed: list[str] = []
-    failures: list[str] = []
-    for summary in list_managed(client, all_processes=all_processes, session_id=session_id):
-        try:
-            if remove_container(client, summary.id):
-                removed.append(summary.name)
-        except ProviderError as exc:
-            failures.append(f"{summary.name}: {exc}")
-    if failures:
-        raise ProviderError(f"removed {len(removed)} container(s) but failed for: " + "; ".join(failures))
-    return removed

@@ -10,22 +10,24 @@ from typing import Any
 def _prune_processes(args: argparse.Namespace) -> None:
     """List (and end) local server processes this library started, from its process registry."""
     from openenv._blocking.lifetimes import prune_processes
+    from openenv._core.lifetimes import shorten_command
 
     for record, verdict in prune_processes(everything=args.all, dry_run=args.dry_run):
-        shown = {"keep": "kept (owner alive; --all removes it)", "forget": "already gone (record dropped)"}.get(
-            verdict, "would stop" if args.dry_run else "stopped"
-        )
+        shown = {
+            "keep": "kept (owner alive; --all removes it)",
+            "forget": "already gone (record dropped)",
+            "foreign": "left alone (another PID namespace or host)",
+        }.get(verdict, "would stop" if args.dry_run else "stopped")
         if verdict == "forget" and args.dry_run:
             shown = "already gone"
-        command = " ".join(record.command)[:60]
+        command = shorten_command(record.command)
         print(f"process pid={record.pid:<8} owner={record.owner_pid:<8} {command:60} {shown}")
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
     """List (and remove) containers and local server processes this library started that are still around."""
-    import os
-
     from openenv._blocking import docker as _docker
+    from openenv._blocking.lifetimes import prune_containers
     from openenv._core.errors import DockerUnavailable, OpenEnvError
 
     _prune_processes(args)
@@ -38,20 +40,15 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        found = _docker.list_managed(client)
+        found = prune_containers(client, everything=args.all, dry_run=args.dry_run)
         if not found:
             print("no containers started by openenv")
             return 0
-        removed = 0
-        for item in found:
-            owner = item.pid
-            alive = owner is not None and _pid_alive(owner) and owner != os.getpid()
-            keep = alive and not args.all
-            verdict = "kept (owner alive; --all removes it)" if keep else "would remove" if args.dry_run else "removed"
-            if not keep and not args.dry_run:
-                _docker.remove_container(client, item.id)
-                removed += 1
-            print(f"{item.name:40} {item.image:40} {item.status:24} pid={owner} {verdict}")
+        shown = {"keep": "kept (owner alive; --all removes it)", "foreign": "left alone (--all removes it)"}
+        for item, verdict, why in found:
+            done = shown.get(verdict, "would remove" if args.dry_run else "removed")
+            print(f"{item.name:40} {item.image:40} {item.status:24} {why}: {done}")
+        removed = 0 if args.dry_run else sum(verdict == "remove" for _, verdict, _ in found)
         print(f"{removed} removed, {len(found) - removed} left")
         return 0
     except OpenEnvError as exc:
@@ -61,23 +58,13 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         client.close()
 
 
-def _pid_alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 _PRUNE_EPILOG = """\
 Containers started by this library carry the label org.openenv.managed=1 and
-the starting process's PID; local server processes are recorded with their
-start time and their owner's (a PID alone is never trusted, PIDs get reused).
-prune removes those whose owner process is gone.
+their owner's identity (host, boot id, PID namespace, PID and its start time);
+local server processes are recorded with their start time and their owner's
+(a PID alone is never trusted, PIDs get reused). prune removes only what it can
+prove belongs to a dead program of this host; anything else is listed and left
+alone unless --all is given.
 
 examples:
   %(prog)s --dry-run

@@ -244,7 +244,7 @@ class DockerProvider(ServerProvider):
             if client is None:
                 raise ProviderError(f"{self!r} was stopped while it started")
             # registered by its unique name before it exists: no window where a kill leaks it
-            self._lease = _lifetimes.lease_container(self.name, self.session_id, self._halt)
+            self._lease = _lifetimes.lease_container(self.name, self.session_id, self._halt, image=self.image)
         info = _docker.start_container(
             client,
             self.image,
@@ -376,27 +376,23 @@ class ProcessProvider(ServerProvider):
         # in the worker thread: a cancelled caller still leaves the process where stop() finds it
         listener = None
         try:
-            fds: tuple[int, ...] = ()
             if any("{fd}" in part for part in self.command):
                 listener = _process.bind_listener(self.host, self.port)
                 port = int(listener.getsockname()[1])
-                fds = (listener.fileno(),)
             else:
                 port = self.port if self.port is not None else _process.free_port(self.host)
             self.port = port
-            fd = str(fds[0]) if fds else ""
-            command = [
-                part.replace("{host}", self.host).replace("{port}", str(port)).replace("{fd}", fd)
-                for part in self.command
-            ]
-            child = _process.start_process(command, cwd=self.cwd, env=self.env, pass_fds=fds)
+            command = [part.replace("{host}", self.host).replace("{port}", str(port)) for part in self.command]
+            # {fd} is filled in by start_process; the child holds this program's lifeline from its fork on
+            fd = listener.fileno() if listener is not None else None
+            child = _process.start_process(command, cwd=self.cwd, env=self.env, listener=fd)
         finally:
             if listener is not None:  # the server holds its own copy now
                 listener.close()
         with self._lock:
             if not self._stopped:
                 self._child = child
-                self._lease = _lifetimes.lease_process(child.pid, command, self._halt)
+                self._lease = _lifetimes.lease_process(child.pid, child.command, self._halt)
                 return
         _process.stop_process(child)
         raise ProviderError(f"{self!r} was stopped while it started")
