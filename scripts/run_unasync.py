@@ -88,10 +88,11 @@ STALE_HINT = "run `nox -s unasync` and commit the result"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# The facades: (facade, flavour package). The block between the two marker lines is generated.
+# The facades: (facade module, flavour package); a facade is a module (``sync.py``) or a
+# package (``sync/__init__.py``). The block between the two marker lines is generated.
 FACADES: tuple[tuple[str, str], ...] = (
-    ("src/openenv/aio.py", "_async"),
-    ("src/openenv/sync.py", "_sync"),
+    ("src/openenv/aio", "_async"),
+    ("src/openenv/sync", "_sync"),
 )
 FLAVOURED_LIST = "src/openenv/_async/__init__.py"
 SHARED_LIST = "src/openenv/_shared.py"
@@ -320,16 +321,20 @@ def _isort_key(name: str) -> tuple[int, str]:
     return (1, name) if name[:1].isupper() else (2, name)
 
 
-def facade_block(flavour: str, flavoured: list[str], eager: list[str], lazy: list[str]) -> str:
-    """The generated part of one facade (ruff-formatted and isort-ordered as it stands)."""
+def facade_block(flavour: str, flavoured: list[str], eager: list[str], lazy: list[str], up: str = ".") -> str:
+    """The generated part of one facade (ruff-formatted and isort-ordered as it stands).
+
+    ``up`` is the relative import of ``openenv`` from the facade: ``.`` from a
+    module ``openenv/sync.py``, ``..`` from a package ``openenv/sync/__init__.py``.
+    """
 
     def imports(module: str, names: Iterable[str], indent: str = "", aliases: Mapping[str, str] = {}) -> list[str]:
         every = [*names, *aliases]
-        return [f"{indent}from .{module} import {n} as {aliases.get(n, n)}" for n in sorted(every, key=_isort_key)]
+        return [f"{indent}from {up}{module} import {n} as {aliases.get(n, n)}" for n in sorted(every, key=_isort_key)]
 
     lines = [FACADE_BEGIN, "from typing import TYPE_CHECKING", ""]
     modules = {flavour: imports(flavour, flavoured, aliases={"__all__": "_flavoured"})}
-    modules["_facade"] = ["from ._facade import finish as _finish"]
+    modules["_facade"] = [f"from {up}_facade import finish as _finish"]
     modules["_shared"] = imports("_shared", eager)
     for module in sorted(modules):
         lines += modules[module]
@@ -340,7 +345,12 @@ def facade_block(flavour: str, flavoured: list[str], eager: list[str], lazy: lis
 
 def render_facades(root: Path) -> dict[str, bytes]:
     """``{facade path: content}`` with the generated blocks up to date (facades absent from ``root`` are skipped)."""
-    present = [(rel, flavour) for rel, flavour in FACADES if (root / rel).is_file()]
+    present = [
+        (f"{base}{suffix}", flavour, up)
+        for base, flavour in FACADES
+        for suffix, up in (("/__init__.py", ".."), (".py", "."))
+        if (root / f"{base}{suffix}").is_file()
+    ]
     if not present:
         return {}
     flavoured = _public_list(root / FLAVOURED_LIST)
@@ -349,14 +359,14 @@ def render_facades(root: Path) -> dict[str, bytes]:
     if clash:
         raise CodegenError([f"{FLAVOURED_LIST} and {SHARED_LIST} both list {clash}"])
     out: dict[str, bytes] = {}
-    for rel, flavour in present:
+    for rel, flavour, up in present:
         text = (root / rel).read_text(encoding="utf-8")
         lines = text.splitlines(keepends=True)
         starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == FACADE_BEGIN]
         ends = [i for i, line in enumerate(lines) if line.rstrip("\n") == FACADE_END]
         if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
             raise CodegenError([f"{rel}: needs exactly one {FACADE_BEGIN!r} line and one {FACADE_END!r} after it"])
-        block = facade_block(flavour, flavoured, eager, lazy)
+        block = facade_block(flavour, flavoured, eager, lazy, up)
         out[rel] = ("".join(lines[: starts[0]]) + block + "".join(lines[ends[0] + 1 :])).encode("utf-8")
     return out
 
