@@ -9,7 +9,6 @@ name with its type); ``finish`` does the rest at import time.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,6 +25,8 @@ def finish(
     from the installed distribution's metadata) on first use; ``__dir__`` shows
     the public names only.
     """
+    from ._shared import publish
+
     for name in flavoured:
         publish(namespace[name], module)
     public = frozenset(namespace["__all__"])
@@ -47,28 +48,6 @@ def finish(
         return sorted(public | dunders | {"__version__"})
 
     return __getattr__, __dir__
-
-
-def publish(obj: Any, module: str) -> None:
-    """Give ``obj`` (a class or function) the public module name ``module``.
-
-    A class's own string annotations are resolved first, in its defining module
-    (``typing.get_type_hints`` looks them up in ``__module__``'s namespace,
-    which is now the facade's); one that cannot be resolved there stays a string.
-    """
-    own = obj.__dict__.get("__annotations__") if isinstance(obj, type) else None
-    if own:
-        namespace = vars(sys.modules[obj.__module__])
-        resolved = {}
-        for key, value in own.items():
-            if isinstance(value, str):
-                try:
-                    value = eval(value, namespace, dict(vars(obj)))  # our own source's annotations
-                except Exception:  # a name imported only for type checkers: as before, unresolvable
-                    pass
-            resolved[key] = value
-        obj.__annotations__ = resolved
-    obj.__module__ = module
 
 
 def version() -> str:

@@ -135,9 +135,31 @@ __all__ = [
 ]
 
 
-def _publish_all() -> None:
-    from ._facade import publish
+def publish(obj: Any, module: str) -> None:
+    """Give ``obj`` (a class or function) the public module name ``module``.
 
+    A class's own string annotations are resolved first, in its defining module
+    (``typing.get_type_hints`` looks them up in ``__module__``'s namespace,
+    which is now the facade's); one that cannot be resolved there stays a string.
+    """
+    own = obj.__dict__.get("__annotations__") if isinstance(obj, type) else None
+    if own:
+        import sys
+
+        namespace = vars(sys.modules[obj.__module__])
+        resolved = {}
+        for key, value in own.items():
+            if isinstance(value, str):
+                try:
+                    value = eval(value, namespace, dict(vars(obj)))  # our own source's annotations
+                except Exception:  # a name imported only for type checkers: as before, unresolvable
+                    pass
+            resolved[key] = value
+        obj.__annotations__ = resolved
+    obj.__module__ = module
+
+
+def _publish_all() -> None:
     namespace = globals()
     for name in __all__:
         if name not in _LAZY:
