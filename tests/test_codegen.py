@@ -358,3 +358,49 @@ def test_cli_with_real_table(tree: Path) -> None:
     result = cli("--check")
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (REPO / "src/openenv/_sync/uses_table.py").exists()
+
+
+# --- the facades: generated from the two lists of public names ---------------------------------
+
+SHARED_SRC = '''"""Shared."""
+
+from typing import TYPE_CHECKING
+
+from ._core.errors import BoomError
+
+if TYPE_CHECKING:
+    from ._core.models import Action
+
+__all__ = ["BoomError", "Action"]
+'''
+
+FACADE_SRC = f'''"""The facade."""
+
+{gen.FACADE_BEGIN}
+{gen.FACADE_END}
+
+if not TYPE_CHECKING:
+    pass
+'''
+
+
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_facades_are_generated_from_the_two_lists(tree: Path, layout: str) -> None:
+    _write(tree / "src/openenv/_async/__init__.py", f'{MARKER}\nfrom .env import Env\n\n__all__ = ["Env"]\n')
+    _write(tree / "src/openenv/_shared.py", SHARED_SRC)
+    facade = tree / ("src/openenv/sync.py" if layout == "module" else "src/openenv/sync/__init__.py")
+    _write(facade, FACADE_SRC)
+    code, out = run(tree, check=True)
+    assert code == 1 and "stale: " in out  # the empty block is out of date
+    assert run(tree, check=False)[0] == 0
+    text = facade.read_text(encoding="utf-8")
+    up = "." if layout == "module" else ".."
+    assert f"from {up}_sync import Env as Env\n" in text and f"from {up}_shared import BoomError as BoomError\n" in text
+    assert f"if TYPE_CHECKING:\n    from {up}_shared import Action as Action\n" in text  # lazy: for type checkers only
+    assert '__all__ = [\n    "Env",\n    "BoomError",\n    "Action",\n]\n' in text
+    assert text.startswith('"""The facade."""\n') and text.endswith("if not TYPE_CHECKING:\n    pass\n")
+    assert run(tree, check=True)[0] == 0
+    # a listed name that is never imported: refused, nothing written
+    _write(tree / "src/openenv/_shared.py", SHARED_SRC.replace('"Action"]', '"Action", "Missing"]'))
+    code, out = run(tree, check=True)
+    assert code == 1 and "'Missing' is in __all__ but never imported" in out

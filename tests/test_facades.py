@@ -1,39 +1,122 @@
-"""The two facades and the two shims expose the same API."""
+"""The two facades and the two shims expose the same API; the public names are listed once."""
 
 from __future__ import annotations
 
 import inspect
+import pickle
 import subprocess
 import sys
+import traceback
+import typing
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+import openenv._async as flavoured_async
+import openenv._sync as flavoured_sync
 import openenv.aio as aio
 import openenv.sync as sync
 from openenv import _shared, _shim_async, _shim_sync
 
-FLAVOURED = {
-    "Env",
-    "EnvPool",
-    "Provider",
-    "ServerProvider",
-    "DockerProvider",
-    "ProcessProvider",
-    "RayProvider",
-    "environment_factory",
-}
+# the one flavoured list (the shared one is ``_shared.__all__``)
+FLAVOURED = flavoured_async.__all__
+LAZY = ("Action", "Observation", "State", "Tool", "ToolResult")  # pydantic models, loaded on first use
+FACADES = [(aio, flavoured_async), (sync, flavoured_sync)]
 
 
-def test_facades_export_the_same_names() -> None:
-    assert sorted(aio.__all__) == sorted(sync.__all__)
-    assert FLAVOURED <= set(aio.__all__)
-    for name in aio.__all__:
-        assert hasattr(aio, name) and hasattr(sync, name), name
-        if name in FLAVOURED:
-            assert getattr(aio, name) is not getattr(sync, name), name
-        else:
-            assert getattr(aio, name) is getattr(sync, name) is getattr(_shared, name)
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def test_the_facades_are_built_from_the_two_lists() -> None:
+    assert flavoured_sync.__all__ == FLAVOURED
+    assert len(set(FLAVOURED)) == len(FLAVOURED) and len(set(_shared.__all__)) == len(_shared.__all__)
+    assert not set(FLAVOURED) & set(_shared.__all__)
+    for facade, _ in FACADES:
+        assert sorted(facade.__all__) == sorted([*FLAVOURED, *_shared.__all__]), facade.__name__
+        assert len(set(facade.__all__)) == len(facade.__all__), facade.__name__
+    assert aio.__all__ == sync.__all__
+
+
+@pytest.mark.parametrize(("facade", "flavour"), FACADES, ids=["aio", "sync"])
+def test_every_name_comes_from_its_list(facade: ModuleType, flavour: ModuleType) -> None:
+    for name in FLAVOURED:
+        assert getattr(facade, name) is getattr(flavour, name), name
+    for name in _shared.__all__:
+        assert getattr(aio, name) is getattr(sync, name) is getattr(_shared, name), name
+    assert all(getattr(aio, name) is not getattr(sync, name) for name in FLAVOURED)
+
+
+@pytest.mark.parametrize("facade", [aio, sync], ids=["aio", "sync"])
+def test_a_facade_shows_and_holds_nothing_private(facade: ModuleType) -> None:
+    # what `dir()` and tab completion show: the public names (and the module dunders)
+    assert {n for n in dir(facade) if not _dunder(n)} == set(facade.__all__)
+    assert "__version__" in dir(facade)
+    # what the module holds (`from ._core.errors import *` once leaked error_from_frame, ErrorCode, ...)
+    assert {n for n in vars(facade) if not _dunder(n)} <= set(facade.__all__)
+    for leaked in ("error_from_frame", "ErrorCode", "TYPE_CHECKING", "Any", "lazy_exports", "_finish"):
+        assert not hasattr(facade, leaked), leaked
+    with pytest.raises(AttributeError, match=f"module '{facade.__name__}' has no attribute 'NoSuchName'"):
+        getattr(facade, "NoSuchName")  # noqa: B009
+
+
+def test_static_types_are_the_real_ones() -> None:
+    """mypy sees every name with its type, the lazy models too (each ignore below must be needed)."""
+    wrong_env: int = sync.Env  # type: ignore[assignment]
+    wrong_model: int = aio.Action  # type: ignore[assignment]
+    wrong_error: int = aio.SessionLost  # type: ignore[assignment]
+    wrong_version: int = sync.__version__  # type: ignore[assignment]
+    seen: list[object] = [wrong_env, wrong_model, wrong_error, type(wrong_version)]
+    assert seen == [sync.Env, aio.Action, aio.SessionLost, str]
+    # mypy sees no module __getattr__: an unknown name is an error, not Any (else these ignores are unused)
+    with pytest.raises(AttributeError):
+        sync.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(AttributeError):
+        aio.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+
+
+@pytest.mark.parametrize(("facade", "flavour"), FACADES, ids=["aio", "sync"])
+def test_flavoured_names_report_their_facade(facade: ModuleType, flavour: ModuleType) -> None:
+    for name in FLAVOURED:
+        assert getattr(facade, name).__module__ == facade.__name__, name
+    assert repr(facade.Env).startswith(f"<class '{facade.__name__}.Env'")
+
+
+def test_shared_names_report_openenv_sync() -> None:
+    for name in _shared.__all__:
+        expected = "openenv.sync" if name not in LAZY else getattr(_shared, name).__module__
+        assert getattr(_shared, name).__module__ == expected, name
+    for name in LAZY:  # pydantic resolves a subclass's inherited annotations through the defining module
+        assert getattr(_shared, name).__module__.startswith("openenv._core."), name
+    line = traceback.format_exception_only(aio.ConnectError, aio.ConnectError("refused"))[-1]
+    assert line == "openenv.sync.ConnectError: refused\n"
+
+
+def test_shared_classes_pickle_by_their_public_name_and_keep_their_type_hints() -> None:
+    for name in _shared.__all__:
+        value = getattr(_shared, name)
+        if isinstance(value, type):
+            assert pickle.loads(pickle.dumps(value)) is value, name
+            assert f"{value.__module__}\n{name}".encode() in pickle.dumps(value, protocol=2) or name in LAZY, name
+            typing.get_type_hints(value)  # resolved in the defining module before the rename
+    error = sync.PoolError("2 failed", {2: None, 0: None}, {2: sync.SessionLost("gone"), 0: sync.EnvClosed("x")})
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is sync.PoolError and str(again) == "2 failed"
+    assert list(again.results) == [2, 0] and {i: type(e) for i, e in again.errors.items()} == {
+        2: sync.SessionLost,
+        0: sync.EnvClosed,
+    }
+
+
+def test_a_pickled_error_loads_in_a_process_without_asyncio() -> None:
+    data = pickle.dumps(aio.ConnectError("refused"))
+    code = (
+        "import pickle, sys; e = pickle.loads(sys.stdin.buffer.read()); "
+        "print(type(e).__module__, type(e).__name__, e, 'asyncio' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout
+    assert out.decode().split() == ["openenv.sync", "ConnectError", "refused", "False"]
 
 
 def _public_methods(cls: type) -> dict[str, object]:
@@ -109,9 +192,11 @@ def test_version_comes_from_the_installed_metadata() -> None:
 
 
 def test_importing_openenv_loads_no_flavour() -> None:
-    code = "import openenv._shared, sys; print(sorted(m for m in sys.modules if m.startswith('openenv.')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "openenv._async" not in out and "openenv._sync" not in out and "docker" not in out
+    code = "import openenv._shared, sys; print(*sorted(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "openenv._shared" in loaded and "openenv._core.errors" in loaded  # the probe sees the modules
+    for prefix in ("openenv._async", "openenv._sync", "docker", "asyncio", "pydantic"):
+        assert not [m for m in loaded if m == prefix or m.startswith(prefix + ".")], prefix
 
 
 def test_sync_facade_never_imports_asyncio() -> None:

@@ -1,4 +1,11 @@
-"""What the two facades (`openenv.aio`, `openenv.sync`) share: lazy access to the shared names."""
+"""What the two facades (`openenv.aio`, `openenv.sync`) share: how a facade is finished.
+
+The public names are listed once: the flavoured ones in ``__all__`` of
+``openenv._async`` (generated into ``openenv._sync``), the shared ones in
+``__all__`` of ``openenv._shared``.  Each facade's import block is generated
+from those two lists by ``scripts/run_unasync.py`` (so mypy and IDEs see every
+name with its type); ``finish`` does the rest at import time.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +13,39 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
-def lazy_exports(
-    module: str, namespace: dict[str, Any], shared: Iterable[str]
+def finish(
+    module: str, namespace: dict[str, Any], flavoured: Iterable[str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for a facade: shared names come from ``openenv._shared`` on first use.
+    """Name the facade's flavoured objects after it; return its ``__getattr__`` and ``__dir__``.
 
-    The pydantic models (``Action``, ``Tool``, ...) are loaded only then, so
-    importing a client stays light.  ``__version__`` is read from the
-    installed distribution's metadata on first use.
+    ``Env.__module__`` becomes ``openenv.sync`` (or ``openenv.aio``), so reprs
+    and tracebacks show the name the docs use (the shared names are named in
+    ``openenv._shared``).  ``__getattr__`` loads the lazy shared names (the
+    pydantic models: importing a client stays light) and ``__version__`` (read
+    from the installed distribution's metadata) on first use; ``__dir__`` shows
+    the public names only.
     """
-    names = frozenset(shared)
+    from ._shared import publish
+
+    for name in flavoured:
+        publish(namespace[name], module)
+    public = frozenset(namespace["__all__"])
 
     def __getattr__(name: str) -> Any:
-        if name in names:
+        if name in public:
             from . import _shared
 
             value = getattr(_shared, name)
-            namespace[name] = value
-            return value
-        if name == "__version__":
+        elif name == "__version__":
             value = version()
-            namespace[name] = value
-            return value
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        else:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        namespace[name] = value
+        return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(namespace.get("__all__", ())))
+        dunders = {n for n in namespace if n.startswith("__") and n.endswith("__")}
+        return sorted(public | dunders | {"__version__"})
 
     return __getattr__, __dir__
 

@@ -1,4 +1,12 @@
-"""The names both facades share (errors, models, codecs); it imports neither flavour.
+"""The names both facades share (errors, models, codecs): the shared list of public names; it imports neither flavour.
+
+``__all__`` below is the one list of the shared names (the flavoured ones are
+in ``openenv._async``): ``scripts/run_unasync.py`` generates the facades'
+imports from both.  The shared classes report ``openenv.sync`` as their
+``__module__`` (``openenv.sync.SessionLost``, in both flavours: they are one
+object, documented once, under ``openenv.sync``), except the lazy pydantic
+models, which keep their defining module: pydantic resolves a subclass's
+inherited annotations through it.
 
 ``openenv`` itself is a namespace package: this distribution ships no
 ``openenv/__init__.py``, so it installs beside the released ``openenv-core`` /
@@ -125,3 +133,38 @@ __all__ = [
     "ToolResult",
     "UnknownMessageType",
 ]
+
+
+def publish(obj: Any, module: str) -> None:
+    """Give ``obj`` (a class or function) the public module name ``module``.
+
+    A class's own string annotations are resolved first, in its defining module
+    (``typing.get_type_hints`` looks them up in ``__module__``'s namespace,
+    which is now the facade's); one that cannot be resolved there stays a string.
+    """
+    own = obj.__dict__.get("__annotations__") if isinstance(obj, type) else None
+    if own:
+        import sys
+
+        namespace = vars(sys.modules[obj.__module__])
+        resolved = {}
+        for key, value in own.items():
+            if isinstance(value, str):
+                try:
+                    value = eval(value, namespace, dict(vars(obj)))  # our own source's annotations
+                except Exception:  # a name imported only for type checkers: as before, unresolvable
+                    pass
+            resolved[key] = value
+        obj.__annotations__ = resolved
+    obj.__module__ = module
+
+
+def _publish_all() -> None:
+    namespace = globals()
+    for name in __all__:
+        if name not in _LAZY:
+            publish(namespace[name], "openenv.sync")  # pickles as openenv.sync.X, which imports no asyncio
+
+
+_publish_all()
+del _publish_all

@@ -78,7 +78,7 @@ async def test_a_batch_steps_across_actors_and_a_dead_one_is_isolated_then_repla
         with pytest.raises(PoolError) as info:
             await pool.step([{"delta": 1}] * 3)
         assert list(info.value.errors) == [1]
-        assert [r.observation["count"] if r else None for r in info.value.results] == [2, None, 24]
+        assert [r.observation["count"] if r else None for r in info.value.results.values()] == [2, None, 24]
         assert pool.metrics.failures == 1 and pool.metrics.active == 2
 
         result = await pool.replace(1)  # a new actor from the factory, reset

@@ -146,7 +146,7 @@ def test_a_failing_session_does_not_hide_the_others(counter_server: Any) -> None
         assert set(info.value.errors) == {1}
         assert isinstance(info.value.errors[1], ExecutionError)
         assert info.value.results[1] is None
-        assert [r.observation["count"] for r in info.value.results if r is not None] == [1, 2]
+        assert [r.observation["count"] for r in info.value.results.values() if r is not None] == [1, 2]
         assert "indices [1]" in str(info.value)
         assert pool.metrics.failures == 1 and pool.metrics.active == 2
         # the failed session stays failed (nothing sent) until it is reset
@@ -154,7 +154,7 @@ def test_a_failing_session_does_not_hide_the_others(counter_server: Any) -> None
             pool.step([{"delta": 1}] * 3)
         assert isinstance(info.value.errors[1], SessionLost)
         assert "reset(ids=[1])" in str(info.value.errors[1])
-        assert [r.observation["count"] for r in info.value.results if r is not None] == [2, 3]
+        assert [r.observation["count"] for r in info.value.results.values() if r is not None] == [2, 3]
         assert (pool.reset(ids=[1]))[0].observation["count"] == 0
         results = pool.step([{"delta": 1}] * 3)
         assert [r.observation["count"] for r in results] == [3, 1, 4]
@@ -165,13 +165,25 @@ def test_a_failing_session_does_not_hide_the_others(counter_server: Any) -> None
         assert [r.observation["count"] for r in pool.step([{"delta": 0}] * 3)] == [3, 1, 4]
 
 
+def test_pool_error_keys_results_and_errors_by_pool_index(counter_server: Any) -> None:
+    """``ids`` in any order: ``results`` and ``errors`` both answer ``[i]`` for session ``i``, in the call's order."""
+    with EnvPool(counter_server.url, size=3) as pool:
+        pool.reset()
+        with pytest.raises(PoolError) as info:
+            pool.step([{"delta": 5}, {"delta": 99}], ids=[2, 0])
+        assert list(info.value.results) == [2, 0] and list(info.value.errors) == [0]
+        assert info.value.results[0] is None and isinstance(info.value.errors[0], ExecutionError)
+        result = info.value.results[2]
+        assert result is not None and result.observation["count"] == 5
+
+
 def test_a_timed_out_session_is_reported_and_the_others_come_back(counter_server: Any) -> None:
     with EnvPool(counter_server.url, size=3, message_timeout=0.5) as pool:
         pool.reset()
         with pytest.raises(PoolError) as info:
             pool.step([{"delta": 1}, {"delta": 1, "sleep": 2.0}, {"delta": 1}])
         assert isinstance(info.value.errors[1], MessageTimeout)
-        assert [r is None for r in info.value.results] == [False, True, False]
+        assert {i: r is None for i, r in info.value.results.items()} == {0: False, 1: True, 2: False}
         # recv reports a timeout as a completion (never waits past message_timeout)
         pool.reset(ids=[1])
         pool.step_async([{"delta": 1, "sleep": 2.0}], ids=[1])
@@ -403,7 +415,7 @@ def test_a_failed_send_under_max_concurrency_does_not_strand_the_queue(
             with pytest.raises(PoolError) as info:
                 pool.step([{"delta": 1}] * 3)
             assert set(info.value.errors) == {0} and isinstance(info.value.errors[0], EnvClosed)
-            assert [r.observation["count"] for r in info.value.results if r is not None] == [1, 1]
+            assert [r.observation["count"] for r in info.value.results.values() if r is not None] == [1, 1]
         else:
             results = pool.step([{"delta": 1}] * 3)
             assert [r.observation["count"] for r in results] == [0, 1, 1]
@@ -451,12 +463,15 @@ def test_a_failed_replacement_keeps_the_other_sessions_results(counter_server: A
                 pool.step([{"delta": 1}] * 3)
             assert list(info.value.errors) == [0]
             assert info.value.results[0] is None
-            assert [r.observation["count"] for r in info.value.results[1:] if r is not None] == [1, 1]
-            # recv: the other completions are not lost either
+            assert {i: r.observation["count"] for i, r in info.value.results.items() if r is not None} == {1: 1, 2: 1}
+            # recv: the error carries what this recv read (by index, None where unreplaced) ...
             pool.step_async([{"delta": 1}] * 3)
             with pytest.raises(PoolError, match="could not be replaced") as info:
                 pool.recv(3)
             assert list(info.value.errors) == [0]
+            assert sorted(info.value.results) == [0, 1, 2] and info.value.results[0] is None
+            assert {i: r.observation["count"] for i, r in info.value.results.items() if r is not None} == {1: 2, 2: 2}
+            # ... and the other completions are not lost either
             rest = pool.recv(2)
             assert sorted((c.index, c.ok) for c in rest) == [(1, True), (2, True)]
             assert [c.result.observation["count"] for c in rest if c.result is not None] == [2, 2]

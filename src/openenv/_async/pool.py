@@ -546,7 +546,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             first = next(iter(errors.values()))
             if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
                 raise first  # a full (or overloaded) server: its error says how long the pool waited
-            raise PoolError(pool_error("opening", list(indices), {}, ours), [], ours) from first
+            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
 
     async def _connect_env(
         self, env: Env[ActT, ObsT, StateT], deadline: Deadline | None = None, stop: _Stop | None = None
@@ -739,7 +739,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         unreplaced = await self._handle_failures(errors, results)
         failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
-            listed = [results.get(i) for i in order]
+            listed = {i: results.get(i) for i in order}
             message = pool_error(what, order, results, failed)
             if unreplaced:
                 message = (
@@ -980,8 +980,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         Raises:
             PoolError: a failed session could not be replaced
-                (``on_failure="replace"``); ``errors[i]`` says why, and the
-                other completions are returned by the next ``recv()``.
+                (``on_failure="replace"``); ``errors[i]`` says why,
+                ``results`` holds every session this call read, by index
+                (``None`` at the unreplaced ones), and those completions are
+                also returned by the next ``recv()``.
             ValueError: ``min_results`` is less than 1.
             InvalidOption: ``timeout`` is negative or not a number.
             SessionBusy: another pool call is running.
@@ -1029,10 +1031,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 # the other completions are not lost: the next recv() returns them
                 self._ready = out + self._ready
                 failed = sorted(unreplaced)
+                kept = {c.index: c.result for c in out}
                 raise PoolError(
                     f"{len(failed)} failed session(s) could not be replaced (indices {failed}); "
                     f"{_first(unreplaced)}. The other completions are returned by the next recv()",
-                    [None] * len(failed),
+                    {c.index: kept.get(c.index) for c in done},  # in order of arrival, None where unreplaced
                     {i: unreplaced[i].errors[i] for i in failed},
                 )
             return out
@@ -1093,7 +1096,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         assert last is not None
         raise PoolError(
             f"could not replace session {index} in {self._replace_attempts} attempt(s): {type(last).__name__}: {last}",
-            [None],
+            {index: None},
             {index: last},
         ) from last
 

@@ -534,23 +534,26 @@ __all__ += ["ParseError", "InvalidAction", "InvalidActionType"]
 class PoolError(OpenEnvError):
     """One or more sessions of an ``EnvPool`` failed during ``reset``/``step`` (or could not be replaced).
 
-    The other sessions' results still came back: ``results[i]`` is session
-    ``i``'s result (``None`` where it failed), ``errors[i]`` its error.  A failed
+    The other sessions' results still came back.  Both fields are keyed by
+    pool index: ``results[i]`` is session ``i``'s result (``None`` where it
+    failed) and ``errors[i]`` its error, whatever ``ids`` the call was given.
+    ``results`` lists the call's sessions in the call's order.  A failed
     session stays marked failed until ``pool.reset(ids=[i])`` or ``pool.replace(i)``.
 
     Attributes:
-        results: one entry per requested session, in the order of the call's ids
-            (``None`` at the failed ones).
-        errors: the error of each failed session, by pool index.
+        results: session index -> result, for every session of the call, in
+            the call's order (``None`` at the failed ones; for ``recv()``,
+            the sessions it read, in order of arrival).
+        errors: session index -> error, for every failed session.
     """
 
     def __init__(
         self,
         message: str,
-        results: list[Any] | None = None,
+        results: Mapping[int, Any] | None = None,
         errors: Mapping[int, OpenEnvError] | None = None,
     ) -> None:
-        self.results: list[Any] = list(results or [])
+        self.results: dict[int, Any] = dict(results or {})
         self.errors: dict[int, OpenEnvError] = dict(errors or {})
         super().__init__(message)
 
