@@ -97,7 +97,7 @@ def test_py_typed_in_our_subpackages_only() -> None:
     (root,) = [Path(p) for p in openenv.__path__ if Path(p, "sync").is_dir()]
     assert not (root / "py.typed").exists()
     ours = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert {"sync", "aio", "server", "_core", "_async", "_sync", "_blocking"} <= set(ours)
+    assert {"sync", "aio", "server", "_core", "_async", "_sync", "_blocking", "_cli"} <= set(ours)
     assert [name for name in ours if not (root / name / "py.typed").is_file()] == []
     assert not (root / "sync.py").exists() and not (root / "aio.py").exists()
 
