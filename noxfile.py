@@ -210,7 +210,9 @@ def ray(session: nox.Session) -> None:
 
 
 #: PEP 561 in the shared ``openenv`` namespace: a marker in each of our subpackages, none at the root
-PY_TYPED = [f"openenv/{pkg}/py.typed" for pkg in ("sync", "aio", "server", "_core", "_async", "_sync", "_blocking", "_cli")]
+PY_TYPED = [
+    f"openenv/{pkg}/py.typed" for pkg in ("sync", "aio", "server", "_core", "_async", "_sync", "_blocking", "_cli")
+]
 #: what the sdist may hold at its top level (pyproject's [tool.hatch.build.targets.sdist] include)
 SDIST_TOP = {
     ".ci",

@@ -6,7 +6,7 @@ installs are skipped so ``pip install -e .`` never blocks the
 edit -> regenerate -> test loop, and so is a tree without the generator script
 (for example a wheel built from an sdist that left ``scripts/`` out).
 
-An editable install gets a small import hook instead (``_openenv_twin_editable``,
+An editable install gets a small import hook instead (``_openenv_twin_editable_finder``,
 loaded by a ``.pth`` file): beside ``openenv-core`` or ``openenv``, whose
 ``openenv/__init__.py`` makes ``openenv`` a regular package that hides the
 checkout's ``src/``, it finds ``openenv.sync``, ``openenv.aio``, ... in the
@@ -66,7 +66,10 @@ class CheckSyncTwin(BuildHookInterface):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-EDITABLE_MODULE = "_openenv_twin_editable"
+#: Not ``_*_editable``: griffe (the API docs' loader) reads a module of that name as
+#: scikit-build-core's editable loader, parses its last line for a path and fails
+#: (``IndexError``), which breaks ``mkdocs build`` in an editable install.
+EDITABLE_MODULE = "_openenv_twin_editable_finder"
 EDITABLE_FINDER = '''"""openenv-twin, installed editable: find its ``openenv.*`` modules in the checkout.
 
 Written by scripts/hatch_build.py. Beside openenv-core or openenv, ``openenv`` is

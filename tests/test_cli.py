@@ -471,7 +471,7 @@ def test_run_on_openenvs_own_mcp_environment(capsys: pytest.CaptureFixture[str],
         ("/data/no-such-env", "'/data/no-such-env': no such directory"),
         ("htp://host", "unsupported scheme 'htp'"),
         ("my-env", "a Docker image needs its tag: my-env:latest"),
-        ("{empty}", "this directory is not an OpenEnv environment (no openenv.yaml)"),
+        ("{empty}", "this directory is not an OpenEnv environment (no openenv.yaml, no server/app.py)"),
     ],
 )
 def test_every_command_reads_targets_by_the_one_resolver(

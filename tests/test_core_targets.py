@@ -88,5 +88,7 @@ def test_path_shapes() -> None:
 def test_a_directory_that_is_not_an_environment() -> None:
     check_checkout("/d", is_environment=True, command_given=False)
     check_checkout("/d", is_environment=False, command_given=True)  # the command knows how to run it
-    with pytest.raises(CheckoutNotRunnable, match=r"this directory is not an OpenEnv environment \(no openenv.yaml\)"):
+    with pytest.raises(
+        CheckoutNotRunnable, match=r"this directory is not an OpenEnv environment \(no openenv.yaml, no server/app.py\)"
+    ):
         check_checkout("/d", is_environment=False, command_given=False)

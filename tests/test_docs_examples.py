@@ -193,6 +193,8 @@ def page_server_commands(path: Path) -> dict[str, list[str]]:
     commands: dict[str, list[str]] = {}
     for match in SERVE.finditer(path.read_text(encoding="utf-8")):
         args = shlex.split(match.group("args"))
+        if args and args[-1] == "&":  # run in the background, as the TRL guide's shell lines are
+            args.pop()
         port = next((args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--port"), None)
         if port in PORTS and port not in commands:
             commands[port] = args
@@ -335,7 +337,7 @@ def test_the_quick_start_and_the_readme_show_their_servers() -> None:
 def test_page_server_commands(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
-        "Start `python -m openenv serve my.mod:Env --port 8001 --max-sessions 4` first.\n\n"
+        "Start `python -m openenv serve my.mod:Env --port 8001 --max-sessions 4 &` first.\n\n"
         "```bash\npython -m openenv serve echo --port 8000  # the echo\n"
         "python -m openenv serve other:Env --port 8000\npython -m openenv serve MODULE:FACTORY\n```\n",
         encoding="utf-8",

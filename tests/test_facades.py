@@ -180,7 +180,7 @@ def test_py_typed_in_our_subpackages_only() -> None:
     (root,) = [Path(p) for p in openenv.__path__ if Path(p, "sync").is_dir()]
     assert not (root / "py.typed").exists()
     ours = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert {"sync", "aio", "server", "_core", "_async", "_sync", "_blocking"} <= set(ours)
+    assert {"sync", "aio", "server", "_core", "_async", "_sync", "_blocking", "_cli"} <= set(ours)
     assert [name for name in ours if not (root / name / "py.typed").is_file()] == []
     assert not (root / "sync.py").exists() and not (root / "aio.py").exists()
 
@@ -215,3 +215,33 @@ def test_models_load_on_first_use(flavour: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "Action", "Tool", "True", "True"]
+
+
+def test_editable_finder_module_is_not_taken_for_another_backends_loader() -> None:
+    """The editable install's finder module must not be named like another build backend's loader.
+
+    griffe (mkdocstrings' loader, so ``mkdocs build`` in an editable install) reads
+    each ``.pth`` file's ``import X`` line and, when ``X.py`` is named like the
+    loader of editables, setuptools, scikit-build-core or meson-python, parses that
+    file for a path; ours has none, and ``_openenv_twin_editable`` (scikit-build-core's
+    ``_*_editable.py``) made it fail with ``IndexError``. The patterns are griffe's
+    (``griffe/_internal/finder.py``, 1.x).
+    """
+    import ast
+    import re
+
+    tree = ast.parse((Path(__file__).parents[1] / "scripts" / "hatch_build.py").read_text(encoding="utf-8"))
+    (name,) = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "EDITABLE_MODULE" for t in node.targets)
+    ]
+    loaders = (
+        r"^__editables_\w+\.py$",  # editables
+        r"^_editable_impl_\w+\.py$",  # editables (hatchling)
+        r"^__editable__\w+\.py$",  # setuptools
+        r"^_\w+_editable.py$",  # scikit-build-core
+        r"^_\w+_editable_loader.py$",  # meson-python
+    )
+    assert [pattern for pattern in loaders if re.match(pattern, f"{name}.py")] == []

@@ -24,6 +24,7 @@ from websockets.sync.client import ClientConnection, connect
 
 import openenv.sync
 from openenv import _cli as cli
+from openenv._cli import serve as cli_serve
 from openenv.server import Action, Environment, EnvServer, Observation, State
 from openenv.server.echo import EchoAction, EchoEnvironment, EchoObservation, EchoState
 from openenv.server.environment import filter_kwargs
@@ -965,13 +966,13 @@ def test_cli_serve_echo_allows_eight_sessions_by_default(tmp_path: Path) -> None
 
 def test_cli_serve_default_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MAX_CONCURRENT_ENVS", raising=False)
-    assert cli.serve._default_max_sessions("echo") == 8
-    assert cli.serve._default_max_sessions("openenv.server.echo:EchoEnvironment") == 8
-    assert cli.serve._default_max_sessions("openenv.server.tools_demo:ToolsDemoEnvironment") == 8
-    assert cli.serve._default_max_sessions("my_pkg.envs:ChessEnv") == 1  # EnvServer's and create_app's default
+    assert cli_serve._default_max_sessions("echo") == 8
+    assert cli_serve._default_max_sessions("openenv.server.echo:EchoEnvironment") == 8
+    assert cli_serve._default_max_sessions("openenv.server.tools_demo:ToolsDemoEnvironment") == 8
+    assert cli_serve._default_max_sessions("my_pkg.envs:ChessEnv") == 1  # EnvServer's and create_app's default
     monkeypatch.setenv("MAX_CONCURRENT_ENVS", "3")
-    assert cli.serve._default_max_sessions("echo") == 3
-    assert cli.serve._default_max_sessions("my_pkg.envs:ChessEnv") == 3
+    assert cli_serve._default_max_sessions("echo") == 3
+    assert cli_serve._default_max_sessions("my_pkg.envs:ChessEnv") == 3
 
 
 def test_cli_serve_bad_factory(capsys: pytest.CaptureFixture[str]) -> None:

@@ -173,11 +173,15 @@ def _managed(engine: Any) -> list[str]:
 async def test_one_session_containers_per_instance_and_per_pool_session(docker_engine: Any) -> None:
     import os
 
-    # environment_factory of a Space id: its image from the test registry (our echo server, one session)
+    # environment_factory of a Space id: its image from the test registry (our echo server, made to hold one
+    # session: `serve echo` allows 8 unless MAX_CONCURRENT_ENVS says otherwise)
     registry = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
+    one = {"MAX_CONCURRENT_ENVS": "1"}
     before = set(_managed(docker_engine))
     try:
-        cls = await environment_factory("openenv/echo_env", registry=registry, ready_timeout=120, capacity_timeout=60)
+        cls = await environment_factory(
+            "openenv/echo_env", registry=registry, env_vars=one, ready_timeout=120, capacity_timeout=60
+        )
         try:
             instances = [cls(), cls(), cls()]
             for i, instance in enumerate(instances):
@@ -200,7 +204,6 @@ async def test_one_session_containers_per_instance_and_per_pool_session(docker_e
         docker_engine.images.get(image)
     except Exception as exc:  # noqa: BLE001 - image missing: say how to build it
         pytest.skip(f"{image} is missing ({exc}); run python3 scripts/docker_setup.py")
-    one = {"MAX_CONCURRENT_ENVS": "1"}
     async with await EnvPool.from_docker_image(image, size=3, env_vars=one, ready_timeout=120) as pool:
         assert len(set(_managed(docker_engine)) - before) == 3
         results = await pool.reset(seed=[1, 2, 3])

@@ -51,7 +51,11 @@ CASES = [
     ("~/no-such-openenv-env", InvalidURL, "no such directory"),
     ("htp://host", InvalidURL, "unsupported scheme 'htp'"),
     ("my-env", InvalidURL, "a Docker image needs its tag: my-env:latest"),
-    ("{empty}", CheckoutNotRunnable, r"this directory is not an OpenEnv environment \(no openenv.yaml\)"),
+    (
+        "{empty}",
+        CheckoutNotRunnable,
+        r"this directory is not an OpenEnv environment \(no openenv.yaml, no server/app.py\)",
+    ),
     # a Docker image: started with Docker (none answers here; a pool reports it per server)
     ("my-env:latest", (DockerUnavailable, BootstrapError), "no Docker engine answered"),
     ("docker:my-env", (DockerUnavailable, BootstrapError), "no Docker engine answered"),

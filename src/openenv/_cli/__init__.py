@@ -8,8 +8,8 @@ Commands:
     subclass or a zero-argument callable (``pkg.mod:Factory``, dotted
     attributes allowed); ``echo`` is a shortcut for the built-in echo
     environment. ``--max-sessions`` defaults to ``$MAX_CONCURRENT_ENVS``, else 8 for
-    the built-in ``echo`` and ``openenv.server.tools_demo:ToolsDemoEnvironment`` (like
-    OpenEnv's own servers), else 1 (the default of ``EnvServer``).
+    the built-in ``echo`` and ``openenv.server.tools_demo:ToolsDemoEnvironment`` (like the
+    OpenEnv servers that read ``MAX_CONCURRENT_ENVS``), else 1 (the default of ``EnvServer``).
     When the server listens, one line ``serving <name> on http://HOST:PORT`` is
     written to stderr (tools wait for it; with ``--port 0`` it carries the
     chosen port).

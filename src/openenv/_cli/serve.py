@@ -10,9 +10,9 @@ from typing import Any
 from .._core.loader import ECHO, load_factory
 from ._common import _integer, _positive_or_zero, _seconds, _UsageError
 
-#: The built-in demo environments allow 8 sessions unless told otherwise, like OpenEnv's own
-#: servers (its echo_env, openspiel_env, ... read ``MAX_CONCURRENT_ENVS``, default 8); any other
-#: environment gets 1, the default of ``EnvServer`` and of openenv-core's ``create_app``.
+#: The built-in demo environments allow 8 sessions unless told otherwise, like the OpenEnv servers
+#: whose ``server/app.py`` reads ``MAX_CONCURRENT_ENVS`` (defaults 4 or 8); any other environment
+#: gets 1, the default of ``EnvServer`` and of openenv-core's ``create_app``.
 _BUILTIN_MAX_SESSIONS = 8
 _BUILTINS = frozenset({ECHO, "openenv.server.tools_demo:ToolsDemoEnvironment"})
 

@@ -147,8 +147,8 @@ def check_checkout(directory: str, *, is_environment: bool, command_given: bool)
     if is_environment or command_given:
         return
     raise CheckoutNotRunnable(
-        f"{directory}: this directory is not an OpenEnv environment (no openenv.yaml); give the directory of an "
-        "environment checkout (openenv.yaml, server/app.py), or a command that starts its server "
+        f"{directory}: this directory is not an OpenEnv environment (no openenv.yaml, no server/app.py); "
+        "give the directory of an environment checkout, or a command that starts its server "
         "(command=[...], or --command on the command line)",
         directory,
     )

@@ -447,7 +447,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         Raises:
             CheckoutNotRunnable: no interpreter can run the checkout, or the
-                directory is not an OpenEnv environment (no ``openenv.yaml``).
+                directory is not an OpenEnv environment (no ``openenv.yaml``, no ``server/app.py``).
             InvalidURL: ``source`` names none of those kinds, or is a path to
                 a directory that does not exist.
             ProviderError: the server or container could not be started.

@@ -59,7 +59,7 @@ class _Shared:
         *,
         name: str,
         base_url: str,
-        root: Env[Any, Any, Any] | None,
+        servers: ServerSet,
         options: dict[str, Any],
         reset_keys: frozenset[str] | None,
         reward: str,
@@ -67,14 +67,13 @@ class _Shared:
         raise_tool_errors: bool,
         capacity_timeout: float | None,
         pool: EnvPool[Any, Any, Any] | None = None,
-        servers: ServerSet | None = None,
     ) -> None:
         self.name = name
         self.pool = pool  # sessions are checked out of it (the caller owns the pool)
         self.base_url = base_url
-        # the servers the instances' sessions go to: the first one (``root`` owns its container or
-        # process, if the class started it), and more started on demand
-        self.servers = servers if servers is not None else ServerSet(Server(base_url, root))
+        # the servers the instances' sessions go to: the first one (its client owns the container or
+        # process, if the class started it), and more started on demand; unused with a pool
+        self.servers = servers
         self.options = options
         self.reset_keys = reset_keys
         self.reward = reward
@@ -616,7 +615,7 @@ def environment_factory(
     shared = _Shared(
         name=class_name,
         base_url=base_url,
-        root=root,
+        servers=ServerSet(Server(base_url, root), start=start, max_servers=max_servers),
         options={**options, "headers": headers},
         reset_keys=core.reset_parameters(schema, metadata) if keys is False else keys,  # type: ignore[arg-type]
         reward=reward,
@@ -624,7 +623,6 @@ def environment_factory(
         raise_tool_errors=raise_tool_errors,
         capacity_timeout=capacity_timeout,
         pool=pool,
-        servers=ServerSet(Server(base_url, root), start=start, max_servers=max_servers),
     )
     listing = ", ".join(spec.name for spec in specs)
     namespace: dict[str, Any] = {
