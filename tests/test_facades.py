@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -90,10 +91,25 @@ def test_version_comes_from_the_installed_metadata() -> None:
     assert aio.__version__ == sync.__version__ == version("openenv-twin")
 
 
-def test_importing_openenv_loads_no_flavour() -> None:
-    code = "import openenv._shared, sys; print(sorted(m for m in sys.modules if m.startswith('openenv.')))"
+def _modules_after(statement: str) -> list[str]:
+    """Every module in ``sys.modules`` of a fresh interpreter after ``statement``."""
+    code = f"{statement}; import json, sys; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "openenv._async" not in out and "openenv._sync" not in out and "docker" not in out
+    return list(json.loads(out))
+
+
+def _within(modules: list[str], package: str) -> list[str]:
+    return [m for m in modules if m == package or m.startswith(package + ".")]
+
+
+def test_importing_openenv_loads_no_flavour() -> None:
+    loaded = _modules_after("import openenv._shared")
+    assert "openenv._shared" in loaded
+    for package in ("openenv._async", "openenv._sync", "docker"):
+        assert _within(loaded, package) == [], package
+    # the probe does see a flavour (and docker-py) once they are imported
+    flavoured = _modules_after("import openenv.aio, openenv.sync, docker")
+    assert all(_within(flavoured, p) for p in ("openenv._async", "openenv._sync", "docker"))
 
 
 def test_sync_facade_never_imports_asyncio() -> None:

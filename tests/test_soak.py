@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .soak import ASYNC_SESSIONS, SYNC_THREADS, run
 
 
+@pytest.mark.serial  # the suite's heaviest CPU user (48 sessions at full speed): it would starve other tests' timers
 def test_short_soak_no_cross_talk_no_leaks() -> None:
     steps = 200
     report = run(steps, budget=120.0)

@@ -243,6 +243,7 @@ async def test_bootstrap_one_container_of_three_exits_and_nothing_is_left(docker
 
 
 @pytest.mark.docker
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 async def test_bootstrap_pulls_a_missing_image_once_for_many_providers(
     docker_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
