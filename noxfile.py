@@ -162,7 +162,7 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Everything except the docker and interop suites; extra args go to pytest."""
+    """Everything except the docker, interop and ray suites, in parallel (PARALLEL); extra args go to pytest."""
     session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
     _pytest(session, "-m", "not docker and not interop and not ray", *PARALLEL, *session.posargs)
 
@@ -256,7 +256,10 @@ def docker(session: nox.Session) -> None:
 
 @nox.session
 def ray(session: nox.Session) -> None:
-    """RayProvider against a local, loopback-only Ray cluster that the tests start (-m ray)."""
+    """RayProvider against a local, loopback-only Ray cluster that the tests start (-m ray).
+
+    In one process: each xdist worker would start a Ray cluster of its own.
+    """
     session.install("-e", ".[ray]", *TEST_DEPS)
     _pytest(session, "-m", "ray", *session.posargs)
 
