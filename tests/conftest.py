@@ -313,7 +313,9 @@ def docker_engine() -> Iterator[Any]:
             pytest.fail(f"no usable Docker engine under CI: {exc}")
         pytest.skip(f"no usable Docker engine ({exc}); run python3 scripts/docker_setup.py")
     yield client
-    left = client.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    left = client.containers.list(
+        all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={os.getpid()}"]}
+    )
     ours = [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
     for container in left:
         if container.name in ours:

@@ -118,9 +118,14 @@ def assert_no_leaks(before: Snapshot, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+#: Every listing also filters by the owner's PID label on the engine's side: listing all managed containers
+#: inspects each, and one that another process (another xdist worker) removes meanwhile fails with NotFound.
+MANAGED = ["org.openenv.managed=1"]
+
+
 def managed_containers(engine: Any) -> list[str]:
     """Containers labelled ``org.openenv.managed=1`` started by this process."""
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": [*MANAGED, f"org.openenv.pid={os.getpid()}"]})
     return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
 
 
@@ -129,7 +134,7 @@ def assert_no_containers(engine: Any, timeout: float = 20.0, label_pid: int | No
     pid = str(label_pid if label_pid is not None else os.getpid())
     deadline = time.monotonic() + timeout
     while True:
-        found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+        found = engine.containers.list(all=True, filters={"label": [*MANAGED, f"org.openenv.pid={pid}"]})
         left = [c.name for c in found if c.labels.get("org.openenv.pid") == pid]
         if not left:
             return

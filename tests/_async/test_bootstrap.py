@@ -208,7 +208,7 @@ async def test_no_providers_start_nothing() -> None:
 
 def _ours(engine: Any) -> list[Any]:
     mine = str(os.getpid())
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={mine}"]})
     return [c for c in found if c.labels.get("org.openenv.pid") == mine]
 
 

@@ -25,7 +25,7 @@ REGISTRY = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
 
 def _ours(engine: Any) -> list[Any]:
     mine = str(os.getpid())
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={mine}"]})
     return [c for c in found if c.labels.get("org.openenv.pid") == mine]
 
 
