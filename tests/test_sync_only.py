@@ -21,7 +21,7 @@ from .envs import CounterEnv
 def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
     code = textwrap.dedent(
         f"""
-        import sys, threading
+        import sys, threading, time
         from openenv.sync import Env
         before = {{t.ident for t in threading.enumerate()}}
         with Env("{echo_server.url}") as env:
@@ -31,7 +31,12 @@ def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: 
             env.state()
             child = env.new_session()
             child.reset()
-        left = [t.name for t in threading.enumerate() if t.ident not in before]
+        deadline = time.monotonic() + 10  # websockets' threads end a moment after the close (a busy machine)
+        while True:
+            left = [t.name for t in threading.enumerate() if t.ident not in before]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         print("asyncio" in sys.modules, left)
         """
     )
