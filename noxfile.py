@@ -14,6 +14,25 @@
 
 Sessions run on the interpreter that runs nox and reuse their virtualenvs, except
 `matrix`, whose legs need python3.10 ... python3.13 on PATH (.ci/run puts pyenv's there).
+
+The suite runs in parallel (pytest-xdist, PARALLEL below): it waits on timeouts, restarts
+and proxies, with the CPU near 5 %, so several worker processes share the two cores. Tests
+marked `serial` run alone (tests/conftest.py); `-- -n 0` runs everything in one process.
+
+The matrix legs each prove one thing (MATRIX_LEGS), so not every leg repeats the whole suite:
+
+    3.10-lowest    whole suite: the oldest Python (the pre-3.11 shim branches) on every floor
+                   (websockets 15.0, httpx 0.27, pydantic 2.7, docker 7.0)
+    3.10-default   whole suite: the websockets 16 line, the newest that 3.10 gets
+    3.11-default   subset: the interpreter, websockets 17 and the newest dependencies 3.11 gets
+    3.12-default   subset: the same on 3.12
+    3.13-highest   whole suite: the newest Python with every dependency upgraded to its newest
+
+The subset leaves out MATRIX_SUBSET_IGNORE: tooling checks that do not depend on the
+interpreter or the dependency versions (docs, codegen, TRL), the long stress runs (soak,
+fuzz, properties) and the fault suites. The fault suites are about our own deadlines and
+retries; they run on both sides of the shims' 3.11 branch in the whole-suite legs (and in
+`nox -s tests`).
 """
 
 from __future__ import annotations
@@ -52,10 +71,11 @@ GENERATED = ["src/openenv/_sync", "tests/_sync"]
 #: The floors of [project].dependencies, pinned exactly for the "lowest" leg (pip has no
 #: lowest-version resolution). _check_lowest() fails the session when they drift from pyproject.
 LOWEST = {"websockets": "15.0", "httpx": "0.27.0", "pydantic": "2.7.0", "docker": "7.0.0"}
-#: Test files left out on the legs that run a subset: long-running soak/fuzz/property tests and
-#: tooling checks (docs build, codegen, TRL) that do not depend on the interpreter or the
-#: dependency versions. The legs that matter most (3.10 on both websockets lines, the newest
-#: everything) run the whole suite.
+#: Test files left out on the legs that run a subset (see the module docstring): long-running
+#: soak/fuzz/property tests, tooling checks (docs build, codegen, TRL, the pre-commit hook) that do
+#: not depend on the interpreter or the dependency versions, and the fault suites (our deadlines and
+#: retries, run on both sides of the shims' 3.11 branch by the whole-suite legs). The legs that matter
+#: most (3.10 on both websockets lines, the newest everything) run the whole suite.
 MATRIX_SUBSET_IGNORE = [
     "tests/test_soak.py",
     "tests/test_server_fuzz.py",
@@ -63,6 +83,9 @@ MATRIX_SUBSET_IGNORE = [
     "tests/test_docs_examples.py",
     "tests/test_codegen.py",
     "tests/test_trl.py",
+    "tests/test_twin_hook.py",
+    "tests/_async/test_faults.py",
+    "tests/_sync/test_faults.py",
 ]
 #: (python, dependencies, whole suite?) per leg: "lowest" pins LOWEST, "highest" upgrades
 #: everything to the newest release, "default" is what pip resolves for that Python.
@@ -73,6 +96,23 @@ MATRIX_LEGS = [
     ("3.12", "default", False),
     ("3.13", "highest", True),
 ]
+
+
+def _xdist(workers: int) -> list[str]:
+    """pytest-xdist arguments: ``workers`` processes unless $OPENENV_TEST_WORKERS says otherwise.
+
+    `loadgroup` keeps the tests marked ``xdist_group(name)`` on one worker; `-- -n 0` after a
+    session runs one process (CONTRIBUTING.md, "Parallel tests").
+    """
+    return ["-n", os.environ.get("OPENENV_TEST_WORKERS", str(workers)), "--dist", "loadgroup"]
+
+
+#: The suite and the docker suite mostly wait (timeouts, restarts, proxies, containers starting), so
+#: they get more workers than the two cores; interop is CPU-bound (every released client or server is
+#: a fresh interpreter importing its stack, and each worker starts its own servers): one per core.
+PARALLEL = _xdist(6)
+PARALLEL_DOCKER = _xdist(3)
+PARALLEL_INTEROP = _xdist(2)
 
 # Run pytest so that "no tests collected" (exit 5) fails loudly instead of passing.
 _PYTEST = """
@@ -98,7 +138,10 @@ def unasync(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Generated twin up to date, then ruff check and ruff format --check."""
+    """LOWEST = pyproject's floors, generated twin up to date, then ruff check and ruff format --check."""
+    problems = _check_lowest()
+    if problems:
+        session.error("noxfile LOWEST is out of step with pyproject.toml: " + "; ".join(problems))
     session.install(*CODEGEN, RUFF)
     session.run("python", "scripts/run_unasync.py", "--check")
     excludes = [arg for tree in GENERATED for arg in ("--extend-exclude", tree)]
@@ -119,9 +162,9 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Everything except the docker and interop suites; extra args go to pytest."""
+    """Everything except the docker, interop and ray suites, in parallel (PARALLEL); extra args go to pytest."""
     session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
-    _pytest(session, "-m", "not docker and not interop and not ray", *session.posargs)
+    _pytest(session, "-m", "not docker and not interop and not ray", *PARALLEL, *session.posargs)
 
 
 def _check_lowest() -> list[str]:
@@ -157,14 +200,16 @@ def matrix(session: nox.Session, deps: str, whole: bool) -> None:
     problems = _check_lowest()
     if problems:
         session.error("noxfile LOWEST is out of step with pyproject.toml: " + "; ".join(problems))
+    # the whole-suite legs run tests/test_trl.py, which reads our tool schemas back with transformers
+    deps_of_leg = [*TEST_DEPS, *(TRL_TEST_DEPS if whole else [])]
     if deps == "lowest":
         constraints = Path(session.create_tmp()) / "lowest-constraints.txt"
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in LOWEST.items()))
-        session.install("-e", ".", *TEST_DEPS, "-c", str(constraints))
+        session.install("-e", ".", *deps_of_leg, "-c", str(constraints))
     elif deps == "highest":
-        session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *TEST_DEPS)
+        session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *deps_of_leg)
     else:
-        session.install("-e", ".", *TEST_DEPS)
+        session.install("-e", ".", *deps_of_leg)
     report = (
         "import sys, websockets, httpx, pydantic, docker\n"
         "print('matrix leg: Python', sys.version.split()[0], '| websockets', websockets.__version__,"
@@ -175,7 +220,14 @@ def matrix(session: nox.Session, deps: str, whole: bool) -> None:
         session.run("python", "-c", _ASSERT_LOWEST, *(f"{n}=={v}" for n, v in LOWEST.items()))
     ignore = [] if whole else [f"--ignore={path}" for path in MATRIX_SUBSET_IGNORE]
     _pytest(
-        session, "-m", "not docker and not interop and not ray", "-p", "no:cacheprovider", *ignore, *session.posargs
+        session,
+        "-m",
+        "not docker and not interop and not ray",
+        "-p",
+        "no:cacheprovider",
+        *PARALLEL,
+        *ignore,
+        *session.posargs,
     )
 
 
@@ -199,12 +251,15 @@ def docker(session: nox.Session) -> None:
         session.run("python", str(setup))
     else:
         session.warn("scripts/docker_setup.py is missing; assuming a Docker engine is running")
-    _pytest(session, "-m", "docker", *session.posargs)
+    _pytest(session, "-m", "docker", *PARALLEL_DOCKER, *session.posargs)
 
 
 @nox.session
 def ray(session: nox.Session) -> None:
-    """RayProvider against a local, loopback-only Ray cluster that the tests start (-m ray)."""
+    """RayProvider against a local, loopback-only Ray cluster that the tests start (-m ray).
+
+    In one process: each xdist worker would start a Ray cluster of its own.
+    """
     session.install("-e", ".[ray]", *TEST_DEPS)
     _pytest(session, "-m", "ray", *session.posargs)
 
@@ -371,7 +426,7 @@ def interop(session: nox.Session) -> None:
             marker.write_text(spec)
     session.env["OPENENV_INTEROP_VENVS"] = str(venvs)
     session.env["OPENENV_INTEROP_MATRIX"] = str(venvs / "matrix.json")
-    _pytest(session, "-m", "interop", "-p", "anyio", *session.posargs)
+    _pytest(session, "-m", "interop", "-p", "anyio", *PARALLEL_INTEROP, *session.posargs)
 
 
 # The real TRL GRPOTrainer on CPU (examples/trl_ci.py runs the TRL guide's script, examples/trl_train.py,

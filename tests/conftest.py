@@ -20,6 +20,100 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# -- tests that must not share a moment (the suite runs under pytest-xdist, see noxfile.py) ------------
+#
+# Each xdist worker is a process of its own and runs one test at a time, so the leak snapshots
+# (tests/leaks.py: threads, fds, children of *this* process) stay exact.  What workers do share is
+# the machine: a test marked ``serial`` runs alone.  It takes a file lock exclusively; every other test
+# holds it shared while it runs.  A second lock, the turnstile, stops new tests from starting while a
+# serial test waits, so it gets its turn.  Without xdist (``-n 0``, or a plain ``pytest``) nothing is locked.
+
+#: where the controller puts the lock files of one run (its workers inherit the variable)
+LOCK_DIR_ENV = "OPENENV_TWIN_TEST_LOCKS"
+_LOCKS: list[Any] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return  # an xdist worker (it inherited the variable), or no workers at all
+    folder = tempfile.mkdtemp(prefix="openenv-twin-test-locks-")
+    os.environ[LOCK_DIR_ENV] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _LOCKS:
+        _LOCKS.pop().close()
+    while _GROUP_LOCKS:
+        _GROUP_LOCKS.popitem()[1].close()
+
+
+def _run_locks(config: pytest.Config) -> list[Any]:
+    """The turnstile and room lock files of this run (opened once per worker), or ``[]`` outside an xdist worker."""
+    import os
+
+    folder = os.environ.get(LOCK_DIR_ENV)
+    if folder is None or not hasattr(config, "workerinput"):
+        return []
+    if not _LOCKS:
+        for name in ("turnstile", "room"):
+            _LOCKS.append(open(os.path.join(folder, name), "a+b"))  # held for the worker's life
+    return _LOCKS
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    import fcntl
+
+    locks = _run_locks(item.config)
+    if not locks:
+        yield
+        return
+    turnstile, room = locks
+    if item.get_closest_marker("serial") is not None:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)  # held until the end: no test starts meanwhile
+        fcntl.flock(room, fcntl.LOCK_EX)  # the running ones finish first
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+    else:
+        fcntl.flock(turnstile, fcntl.LOCK_SH)
+        fcntl.flock(room, fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        # xdist_group: one test of a group at a time, whichever worker runs it.  xdist 3.8's loadgroup
+        # renames item._nodeid, which pytest 9.2's items no longer read, so it does not pin groups itself.
+        groups = [
+            _group_lock(item.config, str(m.args[0] if m.args else m.kwargs.get("name", "default")))
+            for m in item.iter_markers("xdist_group")
+        ]
+        for lock in groups:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            for lock in groups:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(room, fcntl.LOCK_UN)
+
+
+_GROUP_LOCKS: dict[str, Any] = {}
+
+
+def _group_lock(config: pytest.Config, name: str) -> Any:
+    import os
+
+    if name not in _GROUP_LOCKS:
+        folder = os.environ[LOCK_DIR_ENV]
+        _GROUP_LOCKS[name] = open(os.path.join(folder, "group-" + name.replace("/", "_")), "a+b")
+    return _GROUP_LOCKS[name]
+
+
 @pytest.fixture(scope="session")
 def echo_server() -> Iterator[EnvServer]:
     with EnvServer(EchoEnvironment, host="127.0.0.1", port=0, max_sessions=64) as server:
@@ -179,6 +273,40 @@ def tls_server(tls_files: TlsFiles) -> Iterator[EnvServer]:
         yield server
 
 
+# -- the interop matrix (tests/interop/conftest.py records it) ------------------------------------------
+#
+# Each test's rows ride on its teardown report, so they arrive here in the process that reports: the
+# xdist controller when workers ran the tests, this process otherwise.
+
+_INTEROP_ROWS: set[tuple[str, ...]] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, rows in report.user_properties:
+        if name == "interop_matrix":
+            recorded: list[list[object]] = rows  # type: ignore[assignment]  # user_properties are (str, object)
+            _INTEROP_ROWS.update(tuple(str(cell) for cell in row) for row in recorded)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the interop matrix (and write it to ``$OPENENV_INTEROP_MATRIX`` as JSON) when interop tests ran."""
+    import json
+    import os
+
+    if not _INTEROP_ROWS:
+        return
+    rows = [("client", "server", "operation", "outcome", "note"), *sorted(_INTEROP_ROWS)]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    terminalreporter.section("OpenEnv interop matrix")
+    for index, row in enumerate(rows):
+        terminalreporter.write_line("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if index == 0:
+            terminalreporter.write_line("  ".join("-" * w for w in widths))
+    out = os.environ.get("OPENENV_INTEROP_MATRIX")
+    if out:
+        Path(out).write_text(json.dumps([dict(zip(rows[0], row, strict=True)) for row in rows[1:]], indent=1))
+
+
 ECHO_IMAGE = "openenv-test/echo:latest"
 
 
@@ -203,7 +331,9 @@ def docker_engine() -> Iterator[Any]:
             pytest.fail(f"no usable Docker engine under CI: {exc}")
         pytest.skip(f"no usable Docker engine ({exc}); run python3 scripts/docker_setup.py")
     yield client
-    left = client.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    left = client.containers.list(
+        all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={os.getpid()}"]}
+    )
     ours = [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
     for container in left:
         if container.name in ours:

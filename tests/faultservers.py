@@ -96,7 +96,10 @@ class ServerProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         deadline = time.monotonic() + timeout
         while True:  # the port of a killed server may take a moment to be free again
-            log = tempfile.TemporaryFile("w+")  # the server prints "serving ... on URL" to stderr
+            # the server prints "serving ... on URL" to stderr.  Append mode: the child shares this open
+            # file (and its offset), so without O_APPEND our seek(0) below would make its next write land
+            # at the start, over the line we look for (seen under load: "\nerving CounterEnv on ...")
+            log = tempfile.TemporaryFile("a+")
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
             text = ""
             while self.proc.poll() is None and time.monotonic() < deadline:

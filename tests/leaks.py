@@ -118,10 +118,24 @@ def assert_no_leaks(before: Snapshot, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+#: Every listing also filters by the owner's PID label on the engine's side: listing all managed containers
+#: inspects each, and one that another process (another xdist worker) removes meanwhile fails with NotFound.
+MANAGED = ["org.openenv.managed=1"]
+
+
+def _names(engine: Any, pid: str) -> list[str]:
+    """Names of the managed containers labelled with owner ``pid``, from the engine's list alone.
+
+    The low-level list inspects nothing, so a container that is being removed meanwhile (by a
+    reaper, or a provider's stop) is simply in or out of the answer, never a NotFound.
+    """
+    rows = engine.api.containers(all=True, filters={"label": [*MANAGED, f"org.openenv.pid={pid}"]})
+    return [str((row.get("Names") or ["?"])[0]).lstrip("/") for row in rows]
+
+
 def managed_containers(engine: Any) -> list[str]:
     """Containers labelled ``org.openenv.managed=1`` started by this process."""
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
-    return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+    return _names(engine, str(os.getpid()))
 
 
 def assert_no_containers(engine: Any, timeout: float = 20.0, label_pid: int | None = None) -> None:
@@ -129,8 +143,7 @@ def assert_no_containers(engine: Any, timeout: float = 20.0, label_pid: int | No
     pid = str(label_pid if label_pid is not None else os.getpid())
     deadline = time.monotonic() + timeout
     while True:
-        found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
-        left = [c.name for c in found if c.labels.get("org.openenv.pid") == pid]
+        left = _names(engine, pid)
         if not left:
             return
         if time.monotonic() >= deadline:

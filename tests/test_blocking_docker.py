@@ -420,6 +420,7 @@ def _drop_image(client: Any, image: str) -> None:
         pass
 
 
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 def test_pull_downloads_a_layer(client: Any, registry: str) -> None:
     image = f"{registry}/openenv-pull-probe:latest"
     _drop_image(client, image)
@@ -436,6 +437,7 @@ def test_pull_downloads_a_layer(client: Any, registry: str) -> None:
         _drop_image(client, image)
 
 
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 def test_pull_echo_env_as_from_env_would(client: Any, registry: str) -> None:
     """``from_env("openenv/echo_env")`` maps to ``<registry>/openenv-echo-env:latest``."""
     image = f"{registry}/openenv-echo-env:latest"
@@ -448,6 +450,7 @@ def test_pull_echo_env_as_from_env_would(client: Any, registry: str) -> None:
         _drop_image(client, image)
 
 
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 def test_pull_without_tag_pulls_latest_only(client: Any, registry: str) -> None:
     image = f"{registry}/openenv-pull-probe"
     try:

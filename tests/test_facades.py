@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import pickle
 import subprocess
 import sys
@@ -191,12 +192,25 @@ def test_version_comes_from_the_installed_metadata() -> None:
     assert aio.__version__ == sync.__version__ == version("openenv-twin")
 
 
+def _modules_after(statement: str) -> list[str]:
+    """Every module in ``sys.modules`` of a fresh interpreter after ``statement``."""
+    code = f"{statement}; import json, sys; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return list(json.loads(out))
+
+
+def _within(modules: list[str], package: str) -> list[str]:
+    return [m for m in modules if m == package or m.startswith(package + ".")]
+
+
 def test_importing_openenv_loads_no_flavour() -> None:
-    code = "import openenv._shared, sys; print(*sorted(sys.modules))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    loaded = _modules_after("import openenv._shared")
     assert "openenv._shared" in loaded and "openenv._core.errors" in loaded  # the probe sees the modules
-    for prefix in ("openenv._async", "openenv._sync", "docker", "asyncio", "pydantic"):
-        assert not [m for m in loaded if m == prefix or m.startswith(prefix + ".")], prefix
+    for package in ("openenv._async", "openenv._sync", "docker", "asyncio", "pydantic"):
+        assert _within(loaded, package) == [], package
+    # the probe does see a flavour (and docker-py) once they are imported
+    flavoured = _modules_after("import openenv.aio, openenv.sync, docker")
+    assert all(_within(flavoured, p) for p in ("openenv._async", "openenv._sync", "docker"))
 
 
 def test_sync_facade_never_imports_asyncio() -> None:

@@ -67,7 +67,9 @@ def test_idle_timeout_defaults() -> None:
 
 def test_idle_sessions_are_closed_and_free_their_slots() -> None:
     """Idle clients (keepalive pings answered) no longer lock a full server out forever."""
-    with EnvServer(CounterEnv, max_sessions=2, idle_timeout=0.3) as srv:
+    # 1 s: each client sends its reset well within it even on a busy machine (a second client opened
+    # while the first resets must not idle out before its own reset is sent)
+    with EnvServer(CounterEnv, max_sessions=2, idle_timeout=1.0) as srv:
         with ws(srv) as a, ws(srv) as b:
             _expect_idle_close([a, b])
         wait_for(lambda: srv.active_sessions == 0, "the idle slots to be freed")

@@ -7,6 +7,7 @@ import pytest
 from .soak import ASYNC_SESSIONS, SYNC_THREADS, run
 
 
+@pytest.mark.serial  # the suite's heaviest CPU user (48 sessions at full speed): it would starve other tests' timers
 @pytest.mark.parametrize("asgi", [False, True], ids=["embedded", "asgi"])
 def test_short_soak_no_cross_talk_no_leaks(asgi: bool) -> None:
     steps = 200

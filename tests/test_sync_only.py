@@ -23,7 +23,7 @@ from .envs import CounterEnv
 def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
     code = textwrap.dedent(
         f"""
-        import sys, threading
+        import sys, threading, time
         from openenv.sync import Env
         before = {{t.ident for t in threading.enumerate()}}
         with Env("{echo_server.url}") as env:
@@ -33,7 +33,12 @@ def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: 
             env.state()
             child = env.new_session()
             child.reset()
-        left = [t.name for t in threading.enumerate() if t.ident not in before]
+        deadline = time.monotonic() + 10  # websockets' threads end a moment after the close (a busy machine)
+        while True:
+            left = [t.name for t in threading.enumerate() if t.ident not in before]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         print("asyncio" in sys.modules, left)
         """
     )
@@ -105,7 +110,9 @@ def test_separate_sessions_from_many_threads(echo_server: Any) -> None:
 def _managed_of_this_process(engine: Any) -> list[str]:
     import os
 
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(
+        all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={os.getpid()}"]}
+    )
     return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
 
 

@@ -208,7 +208,7 @@ async def test_no_providers_start_nothing() -> None:
 
 def _ours(engine: Any) -> list[Any]:
     mine = str(os.getpid())
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={mine}"]})
     return [c for c in found if c.labels.get("org.openenv.pid") == mine]
 
 
@@ -243,6 +243,7 @@ async def test_bootstrap_one_container_of_three_exits_and_nothing_is_left(docker
 
 
 @pytest.mark.docker
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 async def test_bootstrap_pulls_a_missing_image_once_for_many_providers(
     docker_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

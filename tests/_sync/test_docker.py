@@ -25,7 +25,7 @@ REGISTRY = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
 
 def _ours(engine: Any) -> list[Any]:
     mine = str(os.getpid())
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={mine}"]})
     return [c for c in found if c.labels.get("org.openenv.pid") == mine]
 
 
@@ -105,6 +105,7 @@ def test_a_missing_image_is_reported(docker_engine: Any) -> None:
     assert _ours(docker_engine) == []
 
 
+@pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
 def test_from_env_pulls_a_space_image_from_the_registry(docker_engine: Any) -> None:
     image = f"{REGISTRY}/openenv-echo-env:latest"
     try:

@@ -33,7 +33,7 @@ def _warm_snapshot() -> leaks.Snapshot:
 
 def _ours(engine: Any) -> list[str]:
     mine = str(os.getpid())
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={mine}"]})
     return [c.name for c in found if c.labels.get("org.openenv.pid") == mine]
 
 

@@ -426,11 +426,12 @@ def test_a_failed_send_under_max_concurrency_does_not_strand_the_queue(
 
 
 def test_step_replies_are_due_message_timeout_after_their_send(counter_server: Any) -> None:
-    with EnvPool(counter_server.url, size=2, message_timeout=1.0) as pool:
+    with EnvPool(counter_server.url, size=2, message_timeout=2.5) as pool:
         pool.reset()
-        # session 1's reply comes 1.4 s after its send: late, even though it is read after session 0's (0.8 s)
+        # session 1's reply comes 2.8 s after its send: late, even though it is read after session 0's (0.5 s),
+        # and would be in time if its 2.5 s counted from then.  Session 0 has 2 s to spare on a busy machine.
         with pytest.raises(PoolError) as info:
-            pool.step([{"delta": 1, "sleep": 0.8}, {"delta": 1, "sleep": 1.4}])
+            pool.step([{"delta": 1, "sleep": 0.5}, {"delta": 1, "sleep": 2.8}])
         assert set(info.value.errors) == {1} and isinstance(info.value.errors[1], MessageTimeout)
         assert info.value.results[0] is not None and info.value.results[0].observation["count"] == 1
 
@@ -479,44 +480,54 @@ def test_a_failed_replacement_keeps_the_other_sessions_results(counter_server: A
         bad.close()
 
 
-def test_capacity_retries_of_reset_run_together_within_one_deadline(server_factory: Any) -> None:
-    import threading
+def _full_until_opened(opened: list[bool]) -> Callable[[str], str]:
+    """A script server's reply: every reset answers CAPACITY_REACHED until ``opened[0]`` is set."""
 
-    server = server_factory(max_sessions=3)
-    with EnvPool(server.url, size=3, capacity_timeout=0.5) as pool:
-        pool.reset()
-        for env in pool.envs:
-            env.disconnect()
-        _until(lambda: server.active_sessions == 0)
-        hogs = [Env(server.url) for _ in range(3)]
-        for hog in hogs:
-            hog.connect()
-        lock, running, peak, deadlines = threading.Lock(), [0], [0], []
-        original = pool._reset_waiting
+    def reply(frame: str) -> str:
+        import json
 
-        def spy(env: Any, kwargs: Any, deadline: Any = None, stop: Any = None) -> Any:
-            with lock:
-                deadlines.append(deadline)
-                running[0] += 1
-                peak[0] = max(peak[0], running[0])
-            try:
-                return original(env, kwargs, deadline, stop)
-            finally:
-                with lock:
-                    running[0] -= 1
+        from ..envs import reply_ok
 
-        pool._reset_waiting = spy  # type: ignore[method-assign]
-        try:
+        if json.loads(frame).get("type") == "reset" and not opened[0]:
+            return json.dumps({"type": "error", "data": {"message": "at capacity", "code": "CAPACITY_REACHED"}})
+        return reply_ok(frame)
+
+    return reply
+
+
+def test_capacity_retries_of_reset_run_together_within_one_deadline() -> None:
+    from ..envs import ScriptServer
+
+    opened = [False]
+    servers = [ScriptServer(_full_until_opened(opened)) for _ in range(3)]
+    try:
+        with EnvPool([s.url for s in servers], capacity_timeout=60) as pool:
+
+            def reset() -> Any:
+                return pool.reset()
+
+            def retried(server: ScriptServer) -> bool:
+                return sum('"reset"' in frame for frame in server.received) >= 2
+
+            def open_once_every_session_waits() -> None:
+                # every session's first reset is refused at once; retried one after another, the second
+                # server would not hear its retry before the first has room (never, here)
+                _until(lambda: all(retried(s) for s in servers))
+                opened[0] = True
+
+            results, _ = gather(reset, open_once_every_session_waits)
+            assert len(results) == 3
+        opened[0] = False
+        with EnvPool([s.url for s in servers], capacity_timeout=0.3) as pool:
             with pytest.raises(PoolError) as info:
                 pool.reset()
-            assert all(isinstance(e, CapacityReached) for e in info.value.errors.values())
             assert sorted(info.value.errors) == [0, 1, 2]
-            assert peak[0] == 3  # the three waited at once
-            assert len(deadlines) == 3 and deadlines[0] is not None
-            assert all(d is deadlines[0] for d in deadlines)  # one capacity_timeout for all
-        finally:
-            for hog in hogs:
-                hog.close()
+            for error in info.value.errors.values():
+                assert isinstance(error, CapacityReached)
+                assert "still full after waiting capacity_timeout=0.3 s" in str(error)
+    finally:
+        for server in servers:
+            server.close()
 
 
 def test_step_under_max_concurrency_reads_whichever_reply_comes_first() -> None:

@@ -149,16 +149,15 @@ def drive() -> Callable[..., dict[str, Any]]:
     return run
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not MATRIX:
-        return
-    rows = [("client", "server", "operation", "outcome", "note")] + sorted(set(MATRIX))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(5)]
-    terminalreporter.section("OpenEnv interop matrix")
-    for index, row in enumerate(rows):
-        terminalreporter.write_line("  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-        if index == 0:
-            terminalreporter.write_line("  ".join("-" * w for w in widths))
-    out = os.environ.get("OPENENV_INTEROP_MATRIX")
-    if out:
-        Path(out).write_text(json.dumps([dict(zip(rows[0], row, strict=False)) for row in rows[1:]], indent=1))
+_REPORTED = [0]  # rows of MATRIX already attached to a report
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the rows a test recorded to its teardown report: they reach the process that prints the
+    matrix (tests/conftest.py's summary), which is the xdist controller when workers run the tests."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.when == "teardown" and len(MATRIX) > _REPORTED[0]:
+        report.user_properties.append(("interop_matrix", MATRIX[_REPORTED[0] :]))
+        _REPORTED[0] = len(MATRIX)
