@@ -33,11 +33,27 @@ LOCK_DIR_ENV = "OPENENV_TWIN_TEST_LOCKS"
 _LOCKS: list[Any] = []
 
 
+def _restore_ctrl_c() -> None:
+    """Make Ctrl-C raise ``KeyboardInterrupt`` again when the launcher ignored it.
+
+    A shell without job control starts background commands (``cmd &``, ``nohup``)
+    with SIGINT ignored, and Python keeps it ignored; the Ctrl-C tests
+    (``_thread.interrupt_main``, ``os.kill(pid, SIGINT)``) then see no interrupt.
+    The suite must not depend on how it was launched, and each xdist worker is a
+    process of its own, so this runs in every one of them.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     import os
     import shutil
     import tempfile
 
+    _restore_ctrl_c()
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return  # an xdist worker (it inherited the variable), or no workers at all
     folder = tempfile.mkdtemp(prefix="openenv-twin-test-locks-")
