@@ -227,7 +227,9 @@ def test_args_without_tool_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 
 @pytest.fixture
 def tools_server(server_factory: ServerFactory) -> EnvServer:
-    return server_factory(ToolsDemoEnvironment)
+    return server_factory(
+        ToolsDemoEnvironment, max_sessions=4
+    )  # consecutive runs: a closed session frees its slot a moment later
 
 
 def test_run_tool_calls(capsys: pytest.CaptureFixture[str], tools_server: EnvServer) -> None:
