@@ -323,8 +323,9 @@ def test_list_managed_and_prune_never_touch_unlabelled(client: Any, session: str
     assert bd.list_managed(client, session_id=new_session_id()) == []
 
     # prune sees only the managed one, and keeps it: its owner (this process) is alive
-    suite = [f"{SUITE_LABEL}=test_blocking_docker"]
-    verdicts = [(s.name, v) for s, v, _ in lifetimes.prune_containers(client, label_filters=suite)]
+    # (this test's session only: other xdist workers run this suite's containers at the same time)
+    ours = [f"{SUITE_LABEL}=test_blocking_docker", f"{LABEL_SESSION}={session}"]
+    verdicts = [(s.name, v) for s, v, _ in lifetimes.prune_containers(client, label_filters=ours)]
     assert verdicts == [(managed, "keep")]
     assert bd.container_status(client, managed) == ("running", None)
     assert bd.container_status(client, plain.id) == ("running", None)
