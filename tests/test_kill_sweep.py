@@ -135,13 +135,31 @@ class Run:
         assert self.proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
         return out.decode()
 
-    def leftovers(self, grace: float = 60.0) -> tuple[list[int], list[str]]:
-        """Processes and registry files still there after ``grace`` seconds (polled: empty as soon as gone)."""
+    def leftovers(self, grace: float = 60.0, settle: float = 1.0) -> tuple[list[int], list[str]]:
+        """Processes and registry files still there after ``grace`` seconds (polled: empty once all
+        are gone and nothing came back for ``settle`` seconds).
+
+        One scan of ``/proc`` finding nothing is not enough: the owner, SIGKILLed
+        while a thread was in ``vfork()``, leaves a child that still goes on to
+        exec the server's shell, and a process inside ``execve`` does not show
+        its environment (the token) for a moment.  That shell sees its lifeline
+        at EOF and ends its group at once; a scan in that moment saw nothing, the
+        next one the shell and its watcher.
+        """
 
         def files() -> list[str]:
             return sorted(os.listdir(self.registry)) if self.registry.exists() else []
 
-        _poll(lambda: not carriers(self.token) and not files(), grace)
+        deadline = time.monotonic() + grace
+        quiet_since: float | None = None
+        while time.monotonic() < deadline:
+            if carriers(self.token) or files():
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= settle:
+                break
+            time.sleep(0.05)
         return carriers(self.token), files()
 
     def cleanup(self) -> None:
