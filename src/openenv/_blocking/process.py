@@ -156,6 +156,12 @@ def start_process(
         listener: a listening socket's file descriptor to hand to the server.
     """
     log = tempfile.TemporaryFile(prefix="openenv-server-")
+    # The child writes through the same open file as our reads (one shared offset): with O_APPEND
+    # its writes always land at the end, whatever output_tail() last seeked to.
+    if os.name == "posix":
+        import fcntl
+
+        fcntl.fcntl(log.fileno(), fcntl.F_SETFL, fcntl.fcntl(log.fileno(), fcntl.F_GETFL) | os.O_APPEND)
     environment = dict(os.environ)
     environment.update(env or {})
     lifeline = _lifetimes.lifeline_fd() if SHELL is not None else None
