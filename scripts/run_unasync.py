@@ -300,19 +300,30 @@ def _public_list(path: Path) -> list[str]:
     raise CodegenError([f"{path}: no literal `__all__ = [...]` (the list of public names)"])
 
 
+#: where each shared name is defined (``_core.codec`` ...), read from ``_shared.py``'s imports: the facades
+#: import the names from there, since ``openenv/_shared.py`` sits at the namespace root, where no
+#: ``py.typed`` may go (PEP 561), so a type checker would read the names it re-exports as ``Any``
+SHARED_SOURCES: dict[str, str] = {}
+
+
 def _shared_names(path: Path) -> tuple[list[str], list[str]]:
     """The shared list, split into the names imported at once and those imported under ``TYPE_CHECKING`` (lazy)."""
     names = _public_list(path)
     module = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    SHARED_SOURCES.clear()
     eager: set[str] = set()
     lazy: set[str] = set()
     for node in module.body:
         if isinstance(node, ast.ImportFrom):
             eager.update(alias.asname or alias.name for alias in node.names)
+            if node.level == 1 and node.module:
+                SHARED_SOURCES.update({alias.asname or alias.name: node.module for alias in node.names})
         elif isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for inner in node.body:
                 if isinstance(inner, ast.ImportFrom):
                     lazy.update(alias.asname or alias.name for alias in inner.names)
+                    if inner.level == 1 and inner.module:
+                        SHARED_SOURCES.update({alias.asname or alias.name: inner.module for alias in inner.names})
     problems = [f"{path}: {name!r} is in __all__ but never imported" for name in names if name not in eager | lazy]
     dupes = sorted(name for name, n in Counter(names).items() if n > 1)
     problems += [f"{path}: {name!r} is listed twice in __all__" for name in dupes]
@@ -342,10 +353,20 @@ def facade_block(flavour: str, flavoured: list[str], eager: list[str], lazy: lis
     lines = [FACADE_BEGIN, "from typing import TYPE_CHECKING", ""]
     modules = {flavour: imports(flavour, flavoured, aliases={"__all__": "_flavoured"})}
     modules["_facade"] = [f"from {up}_facade import finish as _finish"]
-    modules["_shared"] = imports("_shared", eager)
+    for name in eager:
+        modules.setdefault(SHARED_SOURCES.get(name, "_shared"), []).append(name)
     for module in sorted(modules):
-        lines += modules[module]
-    lines += ["", "if TYPE_CHECKING:", *imports("_shared", lazy, "    "), "", "    __version__: str", ""]
+        if module in (flavour, "_facade"):
+            lines += modules[module]
+        else:
+            lines += imports(module, modules[module])
+    typing_only: dict[str, list[str]] = {}
+    for name in lazy:
+        typing_only.setdefault(SHARED_SOURCES.get(name, "_shared"), []).append(name)
+    lines += ["", "if TYPE_CHECKING:"]
+    for module in sorted(typing_only):
+        lines += imports(module, typing_only[module], "    ")
+    lines += ["", "    __version__: str", ""]
     lines += ["__all__ = [", *(f'    "{n}",' for n in [*flavoured, *eager, *lazy]), "]", FACADE_END]
     return "\n".join(lines) + "\n"
 

@@ -15,53 +15,53 @@ from .._async import RayProvider as RayProvider
 from .._async import ServerProvider as ServerProvider
 from .._async import __all__ as _flavoured
 from .._async import environment_factory as environment_factory
+from .._core.codec import Codec as Codec
+from .._core.errors import BootstrapError as BootstrapError
+from .._core.errors import CapacityReached as CapacityReached
+from .._core.errors import CheckoutNotRunnable as CheckoutNotRunnable
+from .._core.errors import ConnectError as ConnectError
+from .._core.errors import ConnectTimeout as ConnectTimeout
+from .._core.errors import ContainerExited as ContainerExited
+from .._core.errors import DockerUnavailable as DockerUnavailable
+from .._core.errors import EnvClosed as EnvClosed
+from .._core.errors import EnvTimeout as EnvTimeout
+from .._core.errors import ExecutionError as ExecutionError
+from .._core.errors import FactoryError as FactoryError
+from .._core.errors import ImageNotFound as ImageNotFound
+from .._core.errors import InvalidAction as InvalidAction
+from .._core.errors import InvalidActionType as InvalidActionType
+from .._core.errors import InvalidHeader as InvalidHeader
+from .._core.errors import InvalidJSON as InvalidJSON
+from .._core.errors import InvalidOption as InvalidOption
+from .._core.errors import InvalidURL as InvalidURL
+from .._core.errors import MessageTimeout as MessageTimeout
+from .._core.errors import MessageTooLarge as MessageTooLarge
+from .._core.errors import OpenEnvError as OpenEnvError
+from .._core.errors import ParseError as ParseError
+from .._core.errors import PoolError as PoolError
+from .._core.errors import PortNotPublished as PortNotPublished
+from .._core.errors import ProtocolError as ProtocolError
+from .._core.errors import ProviderError as ProviderError
+from .._core.errors import ReadinessTimeout as ReadinessTimeout
+from .._core.errors import ServerError as ServerError
+from .._core.errors import ServerValidationError as ServerValidationError
+from .._core.errors import SessionBusy as SessionBusy
+from .._core.errors import SessionError as SessionError
+from .._core.errors import SessionLost as SessionLost
+from .._core.errors import ToolError as ToolError
+from .._core.errors import ToolNotFound as ToolNotFound
+from .._core.errors import UnknownMessageType as UnknownMessageType
+from .._core.pool import Completed as Completed
+from .._core.pool import PoolMetrics as PoolMetrics
+from .._core.result import StepResult as StepResult
 from .._facade import finish as _finish
-from .._shared import BootstrapError as BootstrapError
-from .._shared import CapacityReached as CapacityReached
-from .._shared import CheckoutNotRunnable as CheckoutNotRunnable
-from .._shared import Codec as Codec
-from .._shared import Completed as Completed
-from .._shared import ConnectError as ConnectError
-from .._shared import ConnectTimeout as ConnectTimeout
-from .._shared import ContainerExited as ContainerExited
-from .._shared import DockerUnavailable as DockerUnavailable
-from .._shared import EnvClosed as EnvClosed
-from .._shared import EnvTimeout as EnvTimeout
-from .._shared import ExecutionError as ExecutionError
-from .._shared import FactoryError as FactoryError
-from .._shared import ImageNotFound as ImageNotFound
-from .._shared import InvalidAction as InvalidAction
-from .._shared import InvalidActionType as InvalidActionType
-from .._shared import InvalidHeader as InvalidHeader
-from .._shared import InvalidJSON as InvalidJSON
-from .._shared import InvalidOption as InvalidOption
-from .._shared import InvalidURL as InvalidURL
-from .._shared import MessageTimeout as MessageTimeout
-from .._shared import MessageTooLarge as MessageTooLarge
-from .._shared import OpenEnvError as OpenEnvError
-from .._shared import ParseError as ParseError
-from .._shared import PoolError as PoolError
-from .._shared import PoolMetrics as PoolMetrics
-from .._shared import PortNotPublished as PortNotPublished
-from .._shared import ProtocolError as ProtocolError
-from .._shared import ProviderError as ProviderError
-from .._shared import ReadinessTimeout as ReadinessTimeout
-from .._shared import ServerError as ServerError
-from .._shared import ServerValidationError as ServerValidationError
-from .._shared import SessionBusy as SessionBusy
-from .._shared import SessionError as SessionError
-from .._shared import SessionLost as SessionLost
-from .._shared import StepResult as StepResult
-from .._shared import ToolError as ToolError
-from .._shared import ToolNotFound as ToolNotFound
-from .._shared import UnknownMessageType as UnknownMessageType
 
 if TYPE_CHECKING:
-    from .._shared import Action as Action
-    from .._shared import Observation as Observation
-    from .._shared import State as State
-    from .._shared import Tool as Tool
-    from .._shared import ToolResult as ToolResult
+    from .._core.models import Action as Action
+    from .._core.models import Observation as Observation
+    from .._core.models import State as State
+    from .._core.tool_models import Tool as Tool
+    from .._core.tool_models import ToolResult as ToolResult
 
     __version__: str
 
