@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ._common import _add_target, _fetch_schema, _hint, _Out, _prog, _session, _status, _target_words
+
+T = TypeVar("T")
 
 _PARTS = ("action", "observation", "state")
 
@@ -38,22 +41,30 @@ def _print_fields(schema: dict[str, Any], indent: str) -> None:
         print(line)
 
 
-def _cmd_schema(args: argparse.Namespace) -> int:
-    from openenv._core.defaults import NoDefault, default_value
+def _read(args: argparse.Namespace, out: _Out, read: Callable[[Any], T]) -> tuple[T | None, int | None]:
+    """``read(env)`` on a session to the command's target: ``(value, None)``, or ``(None, exit status)`` once said."""
     from openenv._core.errors import OpenEnvError
 
-    out = _Out(args.json)
     try:
         with _session(args, out) as env:
-            schema = _fetch_schema(env)
+            return read(env), None
     except (OpenEnvError, OSError) as exc:
         out.error(exc)
         hint = _hint(exc, args)
         if hint:
             print(hint, file=sys.stderr)
-        return _status(exc)
+        return None, _status(exc)
     except KeyboardInterrupt:
-        return 130
+        return None, 130
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from openenv._core.defaults import NoDefault, default_value
+
+    out = _Out(args.json)
+    schema, code = _read(args, out, _fetch_schema)
+    if schema is None:
+        return code or 1
     if args.json:
         print(json.dumps(schema, indent=2, ensure_ascii=False))
         return 0
@@ -98,22 +109,13 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     import shlex
 
     from openenv._core.defaults import MISSING, NoDefault, default_value, describe_fields
-    from openenv._core.errors import OpenEnvError
 
     from .run import _tools_of
 
     out = _Out(args.json)
-    try:
-        with _session(args, out) as env:
-            tools = _tools_of(env)
-    except (OpenEnvError, OSError) as exc:
-        out.error(exc)
-        hint = _hint(exc, args)
-        if hint:
-            print(hint, file=sys.stderr)
-        return _status(exc)
-    except KeyboardInterrupt:
-        return 130
+    tools, code = _read(args, out, _tools_of)
+    if tools is None:
+        return code or 1
     if args.json:
         print(json.dumps([_tool_record(t) for t in tools], indent=2, ensure_ascii=False))
         return 0
