@@ -19,7 +19,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from openenv.server import EnvServer
+from openenv.server import EnvServer, _http
 from openenv.server.protocol import EnvProtocol
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
@@ -283,11 +283,11 @@ def test_expire_idle_decides_from_the_clock_it_is_given() -> None:
 
     def create() -> str:
         body = json.dumps({"jsonrpc": "2.0", "method": "openenv/session/create", "id": 1}).encode()
-        return str(json.loads(protocol.http_mcp(body).body)["result"]["session_id"])
+        return str(json.loads(_http.mcp(protocol, body).body)["result"]["session_id"])
 
     def call(sid: str) -> None:
         body = {"jsonrpc": "2.0", "method": "tools/list", "params": {"session_id": sid}, "id": 2}
-        assert "result" in json.loads(protocol.http_mcp(json.dumps(body).encode()).body)
+        assert "result" in json.loads(_http.mcp(protocol, json.dumps(body).encode()).body)
 
     idle, used, attached = create(), create(), create()
     session, error = protocol.attach(attached)

@@ -101,13 +101,16 @@ from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
+from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
 from ._aio import AsyncioTransport
+from ._http import GET_ROUTES as _GET_ROUTES
+from ._http import POST_ROUTES as _POST_ROUTES
+from ._http import WS_PATH as _WS_PATH
+from ._http import HttpReply
+from ._wire import dumps, step_result
 from ._wscompat import SYNC_SHUTDOWN_CLOSES, install_request_parser, method_of
-from .protocol import GET_ROUTES as _GET_ROUTES
-from .protocol import POST_ROUTES as _POST_ROUTES
-from .protocol import WS_PATH as _WS_PATH
-from .protocol import EnvFactory, EnvProtocol, HttpReply, Session, _dumps, step_result
+from .protocol import EnvFactory, EnvProtocol, Session
 
 __all__ = [
     "EnvServer",
@@ -159,7 +162,7 @@ def _http_response(status: int, body: bytes, content_type: str) -> Response:
 
 
 def _json_response(status: int, payload: Any) -> Response:
-    body = _dumps(payload)  # strict: a NaN in /state or /schema gives a 500, never non-standard JSON
+    body = dumps(payload)  # strict: a NaN in /state or /schema gives a 500, never non-standard JSON
     return _http_response(status, body.encode("utf-8", "backslashreplace"), "application/json")
 
 
@@ -550,7 +553,7 @@ class EnvServer:
             response = _json_response(405, {"detail": "Method Not Allowed"})
             response.headers["Allow"] = "POST"
             return response
-        return _to_response(self._protocol.http_get(path))
+        return _to_response(_http.get(self._protocol, path))
 
     def _body_response(self, request: Request, too_large: bool) -> Response:
         """The answer to an HTTP request that carries a body (this server takes none)."""

@@ -16,7 +16,8 @@ or from a shell: ``python -m openenv serve my_env:MyEnvironment --asgi``.
 Needs the extra ``openenv-twin[server]`` (``starlette``, ``uvicorn``).
 
 Served (the protocol logic is `openenv.server.protocol`, shared with
-[`EnvServer`][openenv.server.EnvServer]):
+[`EnvServer`][openenv.server.EnvServer]; the routes' answers are
+`openenv.server._http`'s):
 
 * ``GET /health``, ``/metadata``, ``/schema``, ``/state`` (``/state``: a fresh
   instance, as the reference);
@@ -79,9 +80,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
+from ._http import HttpReply
 from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
-from .protocol import EnvFactory, EnvProtocol, HttpReply, Session, runs_on_loop
+from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
 if TYPE_CHECKING:
     import uvicorn
@@ -145,30 +148,29 @@ def create_app(
         raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
     if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 0:
         raise ValueError(f"max_body_size must be a number of bytes (0 or more), not {max_body_size!r}")
-    protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name)
-    protocol.session_executor = _executor
+    protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name, session_executor=_executor)
     idle = None if idle_timeout is None else float(idle_timeout)
 
     async def get_route(request: Request) -> Response:
-        return _response(await run_in_threadpool(protocol.http_get, request.url.path))
+        return _response(await run_in_threadpool(_http.get, protocol, request.url.path))
 
     async def reset(request: Request) -> Response:
         body = await _read_body(request, max_body_size)
         if body is None:
             return _too_large(max_body_size)
-        return _response(await run_in_threadpool(protocol.http_reset, body))
+        return _response(await run_in_threadpool(_http.reset, protocol, body))
 
     async def step(request: Request) -> Response:
         body = await _read_body(request, max_body_size)
         if body is None:
             return _too_large(max_body_size)
-        return _response(await run_in_threadpool(protocol.http_step, body))
+        return _response(await run_in_threadpool(_http.step, protocol, body))
 
     async def mcp(request: Request) -> Response:
         body = await _read_body(request, max_body_size)
         if body is None:
             return _too_large(max_body_size)
-        return _response(await run_in_threadpool(protocol.http_mcp, body))
+        return _response(await run_in_threadpool(_http.mcp, protocol, body))
 
     async def ws(websocket: WebSocket) -> None:
         session_id = websocket.query_params.get("session_id")

@@ -2,10 +2,20 @@
 
 `EnvProtocol` holds what one served environment factory needs whatever
 carries the bytes: the capacity accounting, the table of live sessions (for
-``openenv/session/create`` and ``/ws?session_id=`` attach), and the HTTP
-routes as plain functions returning an `HttpReply`.  A `Session`
-is one environment instance: text frames in (`Session.handle()`), reply
-frames out.  Nothing here opens a socket, starts a thread or awaits.
+``openenv/session/create`` and ``/ws?session_id=`` attach), and what the routes
+need of the environment (`EnvProtocol.with_fresh_env()`, ``/metadata``,
+``/schema``).  A `Session` is one environment instance: text frames in
+(`Session.handle()`), reply frames out.  Nothing here opens a socket, starts a
+thread or awaits.
+
+The rest of the sans-I/O server sits beside it, one concern a module:
+
+* `openenv.server._wire`: strict JSON and the frames (``error``,
+  ``observation``, ``state``, the envelope errors);
+* `openenv.server._http`: the HTTP routes (``GET /health`` ... ``POST /mcp``),
+  their bodies and ``422`` shapes, as `HttpReply` values;
+* `openenv.server._rpc`: MCP JSON-RPC, the ``mcp`` frame and ``POST /mcp``
+  with its session methods.
 
 Transports:
 
@@ -33,21 +43,31 @@ import asyncio
 import inspect
 import json
 import logging
-import math
 import threading
 import uuid
 from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor
 from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic import BaseModel, ValidationError
 
 from openenv._core.errors import ErrorCode
 from openenv._core.models import Action, Observation, State
 
+# The frame logic below (Session.handle/_dispatch, _reset, _step, _state) keeps its private spellings.
+from ._http import HttpReply, http_step_result, json_reply
+from ._rpc import mcp_frame as _mcp_frame
+from ._wire import BareMessage as _BareMessage
+from ._wire import DataMessage as _DataMessage
+from ._wire import ResetMessage as _ResetMessage
+from ._wire import envelope_error as _envelope_error
+from ._wire import error_frame as _error_frame
+from ._wire import observation_frame as _observation_frame
+from ._wire import state_frame as _state_frame
+from ._wire import step_result
+from ._wire import validation_frame as _validation_frame
 from .environment import Environment, filter_kwargs
-from .tools import handle_rpc, is_mcp_action, step_observation
+from .tools import is_mcp_action, step_observation
 
 __all__ = [
     "EnvProtocol",
@@ -56,6 +76,7 @@ __all__ = [
     "runs_on_loop",
     "HttpReply",
     "EnvFactory",
+    "SessionExecutor",
     "step_result",
     "http_step_result",
     "json_reply",
@@ -68,172 +89,8 @@ T = TypeVar("T")
 #: An [`Environment`][openenv.server.Environment] subclass, or any zero-argument callable returning an environment.
 EnvFactory = type[Environment[Any, Any, Any]] | Callable[[], Environment[Any, Any, Any]]
 
-WS_PATH = "/ws"
-GET_ROUTES = frozenset({"/health", "/metadata", "/schema", "/state"})
-POST_ROUTES = frozenset({"/reset", "/step", "/mcp"})
-
-
-# --------------------------------------------------------------------------- #
-# Envelope models: only used to produce pydantic-style errors for bad frames. #
-# The fast path checks envelopes by hand.                                      #
-# --------------------------------------------------------------------------- #
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: str
-
-
-class _ResetMessage(_Message):
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class _DataMessage(_Message):  # step, mcp
-    data: dict[str, Any]
-
-
-class _BareMessage(_Message):  # state, close
-    pass
-
-
-# ------------------------------ serialisation ------------------------------ #
-#
-# Everything the server sends is strict JSON (RFC 8259): ``allow_nan=False``.
-# Observations and states that hold NaN/Infinity are an environment bug and
-# give an ``EXECUTION_ERROR``; error details (which echo the client's input,
-# and Python's ``json`` accepts ``NaN`` on input) are sanitised instead.
-
-
-def _strict_default(obj: Any) -> Any:
-    """``json.dumps`` fallback for observation/state values (pydantic's JSON rules)."""
-    return to_jsonable_python(obj)
-
-
-def _dumps(obj: Any) -> str:
-    """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
-
-
-_MAX_DETAIL_DEPTH = 32
-_MAX_INT_BITS = 4096  # ~1233 digits; CPython refuses to print ints of more than 4300 digits
-
-
-def _float_text(value: float) -> float | str:
-    if math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
-def _jsonable(obj: Any, depth: int = 0) -> Any:
-    """Error details as strict-JSON-able values; never raises.
-
-    Non-finite floats become the strings ``"NaN"``, ``"Infinity"`` and
-    ``"-Infinity"``; structures deeper than a limit, huge integers and values
-    that have no JSON form become short strings.
-    """
-    if obj is None or isinstance(obj, (str, bool)):
-        return obj
-    if isinstance(obj, int):
-        return obj if obj.bit_length() <= _MAX_INT_BITS else f"<int of {obj.bit_length()} bits>"
-    if isinstance(obj, float):
-        return _float_text(obj)
-    if depth >= _MAX_DETAIL_DEPTH:
-        return "<nested too deep>"
-    if isinstance(obj, Mapping):
-        return {_key_text(k): _jsonable(v, depth + 1) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v, depth + 1) for v in obj]
-    try:
-        converted = to_jsonable_python(obj)
-    except Exception:
-        return _safe_str(obj)
-    if isinstance(converted, (dict, list, tuple, str, int, float)) or converted is None:
-        return _jsonable(converted, depth + 1)
-    return _safe_str(obj)
-
-
-def _key_text(key: Any) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, float):
-        return str(_float_text(key))
-    return _safe_str(key)
-
-
-def _safe_str(obj: Any) -> str:
-    try:
-        return str(obj)
-    except Exception:
-        return f"<{type(obj).__name__}>"
-
-
-def _error_frame(code: str, message: str, **extra: Any) -> str:
-    data: dict[str, Any] = {"message": message, "code": code}
-    data.update(extra)
-    frame = {"type": "error", "data": _jsonable(data)}
-    try:
-        return json.dumps(frame, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):  # never expected: _jsonable makes it safe
-        fallback = {"type": "error", "data": {"message": _safe_str(message), "code": code}}
-        return json.dumps(fallback, separators=(",", ":"), ensure_ascii=True)
-
-
-def _validation_frame(exc: ValidationError) -> str:
-    return _error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=exc.errors(include_url=False))
-
-
-def step_result(observation: Any) -> dict[str, Any]:
-    """Turn an observation into the wire step result (0.10 ``/ws`` flavour).
-
-    ``done`` and ``reward`` are lifted out of the observation to the top level;
-    ``metadata`` stays in the observation and is copied to the top level only
-    when it is non-empty.
-    """
-    if isinstance(observation, BaseModel):
-        obs = observation.model_dump()
-    elif isinstance(observation, Mapping):
-        obs = dict(observation)
-    else:
-        raise TypeError(f"environment returned {type(observation).__name__}, not an Observation")
-    reward = obs.pop("reward", None)
-    done = obs.pop("done", False)
-    result: dict[str, Any] = {"observation": obs, "reward": reward, "done": done}
-    metadata = obs.get("metadata")
-    if metadata:
-        result["metadata"] = metadata
-    return result
-
-
-class _Unsendable(Exception):
-    """A reply that has no strict-JSON form (NaN, Infinity, an unserialisable value)."""
-
-
-def _reply(kind: str, what: str, payload: Any) -> str:
-    try:
-        body = _dumps(payload)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise _Unsendable(f"the environment's {what} cannot be sent as strict JSON: {exc}") from None
-    return '{"type":"' + kind + '","data":' + body + "}"
-
-
-def _observation_frame(observation: Any) -> str:
-    return _reply("observation", "observation", step_result(observation))
-
-
-def _state_frame(state: Any) -> str:
-    data = state.model_dump() if isinstance(state, BaseModel) else dict(state)
-    return _reply("state", "state", data)
-
-
-def _envelope_error(model: type[_Message], msg: dict[str, Any]) -> str:
-    """The ``VALIDATION_ERROR`` frame pydantic gives for an invalid envelope."""
-    try:
-        model.model_validate(msg)
-    except ValidationError as exc:
-        return _validation_frame(exc)
-    # Unreachable when the hand-written checks mirror the models.
-    return _error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=[])
+#: Makes the executor that runs every environment call of one ``openenv/session/create`` session.
+SessionExecutor = Callable[["Session"], "Executor | None"]
 
 
 def _close_quietly(env: Any) -> None:
@@ -258,102 +115,6 @@ async def _aclose_quietly(env: Any) -> None:
             await result
     except Exception:
         logger.exception("environment close() raised")
-
-
-def _finite_reward(value: Any) -> Any:
-    if value is None or isinstance(value, float):
-        return value
-    if isinstance(value, (bool, int)):
-        return float(value)
-    return value
-
-
-def http_step_result(observation: Any) -> dict[str, Any]:
-    """The step result of HTTP ``/reset`` and ``/step`` (0.10's response model).
-
-    As `step_result()`, but the top-level ``metadata`` is always there
-    (``null`` when empty) and ``reward`` is a float (or ``null``).
-    """
-    result = step_result(observation)
-    result["reward"] = _finite_reward(result["reward"])
-    result["metadata"] = result.get("metadata") or None
-    return result
-
-
-# ----------------------------------------------------------------- HTTP replies
-
-
-class HttpReply(NamedTuple):
-    """An HTTP answer: status, body bytes, content type and extra headers."""
-
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-def json_reply(status: int, payload: Any, headers: tuple[tuple[str, str], ...] = ()) -> HttpReply:
-    """A strict-JSON reply (a NaN in the payload raises ``ValueError``)."""
-    return HttpReply(status, _dumps(payload).encode("utf-8", "backslashreplace"), "application/json", headers)
-
-
-_INTERNAL_ERROR = HttpReply(500, b"Internal Server Error", "text/plain; charset=utf-8")
-NOT_FOUND = HttpReply(404, b'{"detail":"Not Found"}')
-
-
-def _unprocessable(errors: list[dict[str, Any]]) -> HttpReply:
-    return json_reply(422, {"detail": _jsonable(errors)})
-
-
-def _body_errors(exc: ValidationError, prefix: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [{**err, "loc": [*prefix, *err["loc"]]} for err in exc.errors(include_url=False)]
-
-
-class _ResetRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    seed: int | None = Field(default=None, ge=0)
-    episode_id: str | None = Field(default=None, max_length=255)
-
-
-class _StepRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    action: dict[str, Any]
-    timeout_s: float | None = Field(default=None, gt=0)
-    request_id: str | None = Field(default=None, max_length=255)
-
-
-def _validated_body(
-    body: bytes, model: type[BaseModel], *, optional: bool
-) -> tuple[dict[str, Any] | None, HttpReply | None]:
-    """The JSON object of a request body checked against ``model``, or the ``422`` FastAPI gives."""
-    data, error = _json_body(body, optional=optional)
-    if error is not None or data is None:
-        return None, error
-    try:
-        model.model_validate(data)
-    except ValidationError as exc:
-        return None, _unprocessable(_body_errors(exc, ("body",)))
-    return data, None
-
-
-def _json_body(body: bytes, *, optional: bool) -> tuple[dict[str, Any] | None, HttpReply | None]:
-    """The JSON object of a request body, or the ``422`` FastAPI gives for it."""
-    if not body.strip():
-        if optional:
-            return {}, None
-        return None, _unprocessable([{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}])
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        pos = getattr(exc, "pos", 0)
-        error = {"type": "json_invalid", "loc": ["body", pos], "msg": "JSON decode error", "input": {}}
-        return None, _unprocessable([{**error, "ctx": {"error": getattr(exc, "msg", str(exc))}}])
-    if not isinstance(data, dict):
-        msg = "Input should be a valid dictionary or object to extract fields from"
-        return None, _unprocessable([{"type": "model_attributes_type", "loc": ["body"], "msg": msg, "input": data}])
-    return data, None
 
 
 # ------------------------------------------------------------------- sessions
@@ -600,24 +361,6 @@ def _state(env: Any) -> str:
         return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
 
 
-def _rpc_text(response: dict[str, Any]) -> str:
-    """A JSON-RPC response as strict JSON (an unsendable result becomes a ``-32603`` error)."""
-    try:
-        return _dumps(response)
-    except (ValueError, TypeError, RecursionError) as exc:
-        error = {"code": -32603, "message": f"the environment's tool result cannot be sent as strict JSON: {exc}"}
-        return _dumps({"jsonrpc": "2.0", "id": _jsonable(response.get("id")), "error": error})
-
-
-def _mcp_frame(env: Any, request: dict[str, Any], session_id: str) -> str:
-    """Answer an ``mcp`` frame (JSON-RPC 2.0) against the session's environment."""
-    return '{"type":"mcp","data":' + _rpc_text(handle_rpc(env, request, session_id)) + "}"
-
-
-def _rpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": data}}
-
-
 # ------------------------------------------------------------------- protocol
 
 
@@ -632,6 +375,11 @@ class EnvProtocol:
             ``openenv/session/create`` sessions).
         name: the name ``GET /metadata`` reports (default: the environment
             class name).
+        session_executor: makes the executor of each ``openenv/session/create``
+            session, given the session (``None``, the default: every call of
+            such a session runs in the caller's thread, under the session's
+            lock). The ASGI app passes one that gives each session a thread of
+            its own.
 
     Raises:
         TypeError: ``factory`` is not callable.
@@ -639,7 +387,14 @@ class EnvProtocol:
             ``SUPPORTS_CONCURRENT_SESSIONS`` is false.
     """
 
-    def __init__(self, factory: EnvFactory, *, max_sessions: int = 1, name: str | None = None) -> None:
+    def __init__(
+        self,
+        factory: EnvFactory,
+        *,
+        max_sessions: int = 1,
+        name: str | None = None,
+        session_executor: SessionExecutor | None = None,
+    ) -> None:
         if not callable(factory):
             raise TypeError(f"factory must be an Environment class or a callable, not {factory!r}")
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
@@ -663,6 +418,8 @@ class EnvProtocol:
         self._active = 0
         self._sessions: dict[str, Session] = {}
         self._schema: dict[str, Any] | None = None
+        #: Makes the executor of an ``openenv/session/create`` session (``None``: calls run in the caller's thread).
+        self.session_executor = session_executor
 
     # ------------------------------------------------------------ capacity
 
@@ -701,6 +458,35 @@ class EnvProtocol:
         """``503`` whose body is the ``CAPACITY_REACHED`` frame (refusing a handshake)."""
         return HttpReply(503, self.capacity_frame().encode("utf-8"), "application/json", (("Retry-After", "1"),))
 
+    # ------------------------------------------------------- environments
+
+    def create_env(self, failure: Callable[[], T]) -> tuple[Any, T | None]:
+        """A new instance from the factory: ``(env, None)``, or ``(None, failure())`` when the factory raised.
+
+        The one place a factory's failure is handled: it is logged with its
+        traceback and the caller answers with what ``failure`` makes (an
+        error frame, a ``500``, a JSON-RPC error).
+        """
+        try:
+            return self.factory(), None
+        except Exception:
+            logger.exception("environment factory %r failed", self.factory_name)
+            return None, failure()
+
+    def with_fresh_env(self, use: Callable[[Any], T], failure: Callable[[], T]) -> T:
+        """``use(env)`` on a throw-away instance, closed afterwards; ``failure()`` when the factory raised.
+
+        For the stateless routes (``POST /reset``, ``/step``, ``/mcp`` without
+        a session): the instance holds no capacity slot.
+        """
+        env, error = self.create_env(failure)
+        if error is not None:
+            return error
+        try:
+            return use(env)
+        finally:
+            _close_quietly(env)
+
     # ------------------------------------------------------------ sessions
 
     def _factory_error(self) -> str:
@@ -719,16 +505,57 @@ class EnvProtocol:
         """
         if not reserved and not self.reserve_slot():
             return None, self.capacity_frame()
-        try:
-            env = self.factory()
-        except Exception:
-            logger.exception("environment factory %r failed", self.factory_name)
+        env, error = self.create_env(self._factory_error)
+        if error is not None:
             self.release_slot()
-            return None, self._factory_error()
+            return None, error
         session = Session(self, env, str(uuid.uuid4()), owner="ws")
         with self._lock:
             self._sessions[session.session_id] = session
         return session, None
+
+    def open_http_session(self, env: Any) -> Session:
+        """Register a session for ``env`` made by ``openenv/session/create`` (its slot already reserved).
+
+        Its executor comes from ``session_executor``; it lives until
+        ``openenv/session/close`` (`end_unless_attached()`), `expire_idle()` or
+        `end_all()`.
+        """
+        session = Session(self, env, str(uuid.uuid4()), owner="http")
+        if self.session_executor is not None:
+            session.executor = self.session_executor(session)
+        with self._lock:
+            self._sessions[session.session_id] = session
+        return session
+
+    def use_session(self, target: Any) -> Session | None:
+        """The live session ``target`` names, marked busy (so no sweep ends it meanwhile), or ``None``.
+
+        Pair each session returned with `done_with()`.
+        """
+        if not isinstance(target, str):
+            return None
+        with self._lock:
+            session = self._sessions.get(target)
+            if session is None or session.ended:
+                return None
+            session.busy += 1
+            return session
+
+    def done_with(self, session: Session) -> None:
+        """A call that `use_session()` allowed has finished: the session is used, and no longer busy."""
+        with self._lock:
+            session.busy -= 1
+            session.touched = True
+
+    def end_unless_attached(self, session: Session) -> bool:
+        """End ``session`` now (``True``), or, while a WebSocket is attached to it, once that detaches (``False``)."""
+        with self._lock:
+            if session.attached:
+                session.closing = True
+                return False
+        self.end_session(session)
+        return True
 
     def attach(self, session_id: str) -> tuple[Session | None, str | None]:
         """Attach a WebSocket to an existing session (``/ws?session_id=``): (session, ``None``) or (``None``, error)."""
@@ -889,170 +716,3 @@ class EnvProtocol:
             return {k: v for k, v in dumped.items() if k in fields}
         finally:
             _close_quietly(env)
-
-    def http_get(self, path: str) -> HttpReply:
-        """``GET /health``, ``/metadata``, ``/schema`` or ``/state``; ``404`` for any other path."""
-        try:
-            if path == "/health":
-                return json_reply(200, {"status": "healthy"})
-            if path == "/metadata":
-                return json_reply(200, self.metadata())
-            if path == "/schema":
-                return json_reply(200, self.schemas())
-            if path == "/state":
-                return json_reply(200, self.fresh_state())
-        except Exception:
-            logger.exception("GET %s failed", path)
-            return _INTERNAL_ERROR
-        return NOT_FOUND
-
-    # ------------------------------------------------------- POST routes
-
-    def http_reset(self, body: bytes) -> HttpReply:
-        """``POST /reset``: a fresh instance, reset with the body's keys (those it accepts), closed."""
-        data, error = _validated_body(body, _ResetRequest, optional=True)
-        if data is None:
-            return error or _INTERNAL_ERROR
-        try:
-            env = self.factory()
-        except Exception:
-            logger.exception("environment factory %r failed", self.factory_name)
-            return _INTERNAL_ERROR
-        try:
-            return json_reply(200, http_step_result(env.reset(**filter_kwargs(env.reset, data))))
-        except Exception:
-            logger.exception("POST /reset failed")
-            return _INTERNAL_ERROR
-        finally:
-            _close_quietly(env)
-
-    def http_step(self, body: bytes) -> HttpReply:
-        """``POST /step``: a fresh (never reset) instance runs ``{"action": ...}``, then is closed."""
-        data, error = _validated_body(body, _StepRequest, optional=False)
-        if data is None:
-            return error or _INTERNAL_ERROR
-        action_data: dict[str, Any] = data["action"]
-        extra = {k: v for k, v in data.items() if k != "action"}
-        try:
-            env = self.factory()
-        except Exception:
-            logger.exception("environment factory %r failed", self.factory_name)
-            return _INTERNAL_ERROR
-        try:
-            if is_mcp_action(env, action_data):
-                observation = step_observation(env, action_data)
-            else:
-                action_type: type[BaseModel] = getattr(env, "action_type", Action)
-                try:
-                    action = action_type.model_validate(action_data)
-                except ValidationError as exc:
-                    return _unprocessable([dict(err) for err in exc.errors(include_url=False)])
-                observation = env.step(action, **filter_kwargs(env.step, extra))
-            return json_reply(200, http_step_result(observation))
-        except Exception:
-            logger.exception("POST /step failed")
-            return _INTERNAL_ERROR
-        finally:
-            _close_quietly(env)
-
-    def http_mcp(self, body: bytes) -> HttpReply:
-        """``POST /mcp``: one JSON-RPC request; always ``200`` with a JSON-RPC response.
-
-        Without ``params.session_id`` a throw-away instance answers; with it,
-        that session's environment (through `Session.run()`).
-        ``openenv/session/create`` makes a session (it takes a capacity slot),
-        ``openenv/session/close`` ends one.
-        """
-        return HttpReply(200, self._rpc(body).encode("utf-8", "backslashreplace"))
-
-    def _rpc(self, body: bytes) -> str:
-        try:
-            request = json.loads(body)
-        except (ValueError, RecursionError):
-            return _rpc_text(_rpc_error(None, -32700, "Parse error"))
-        if not isinstance(request, dict):
-            return _rpc_text(_rpc_error(None, -32600, "Invalid request: not a JSON object"))
-        request_id = request.get("id")
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-            request_id = None
-        params = request.get("params", {})
-        method = request.get("method")
-        if not isinstance(params, dict):
-            return _rpc_text(handle_rpc(None, request, ""))  # the -32600 it gives
-        if method == "openenv/session/create" and request.get("jsonrpc") == "2.0":
-            return _rpc_text(self._create(request_id))
-        target = params.get("session_id")
-        if method == "openenv/session/close" and request.get("jsonrpc") == "2.0":
-            return _rpc_text(self._close(request_id, target))
-        if target is not None:
-            session = self._use(target)
-            if session is None:
-                return _rpc_text(_rpc_error(request_id, -32602, f"Unknown session_id: {target}"))
-            sid = session.session_id
-            try:
-                return _rpc_text(session.run(lambda: handle_rpc(session.env, request, sid)))
-            finally:
-                with self._lock:
-                    session.busy -= 1
-                    session.touched = True
-        try:
-            env = self.factory()
-        except Exception:
-            logger.exception("environment factory %r failed", self.factory_name)
-            return _rpc_text(
-                _rpc_error(request_id, -32000, "Failed to create environment", {"factory_name": self.factory_name})
-            )
-        try:
-            return _rpc_text(handle_rpc(env, request, ""))
-        finally:
-            _close_quietly(env)
-
-    def _use(self, target: Any) -> Session | None:
-        """The live session ``target`` names, marked busy (so no sweep ends it meanwhile), or ``None``."""
-        if not isinstance(target, str):
-            return None
-        with self._lock:
-            session = self._sessions.get(target)
-            if session is None or session.ended:
-                return None
-            session.busy += 1
-            return session
-
-    def _create(self, request_id: Any) -> dict[str, Any]:
-        if not self.reserve_slot():
-            active = self.active_sessions
-            message = f"Server at capacity: {active}/{self.max_sessions} sessions active. Cannot create session."
-            data = {"active_sessions": active, "max_sessions": self.max_sessions}
-            return _rpc_error(request_id, -32000, message, data)
-        try:
-            env = self.factory()
-        except Exception:
-            logger.exception("environment factory %r failed", self.factory_name)
-            self.release_slot()
-            message = f"Environment factory '{self.factory_name}' failed to create instance."
-            return _rpc_error(request_id, -32000, message, {"factory_name": self.factory_name})
-        session = Session(self, env, str(uuid.uuid4()), owner="http")
-        session.executor = self.session_executor(session)
-        with self._lock:
-            self._sessions[session.session_id] = session
-        return {"jsonrpc": "2.0", "id": request_id, "result": {"session_id": session.session_id}}
-
-    def _close(self, request_id: Any, target: Any) -> dict[str, Any]:
-        if not target:
-            return _rpc_error(request_id, -32602, "Invalid params - 'session_id' is required")
-        session = self.lookup(target) if isinstance(target, str) else None
-        if session is None:
-            return _rpc_error(request_id, -32602, f"Unknown session_id: {target}")
-        if session.owner == "ws":
-            return _rpc_error(request_id, -32600, "Cannot close active WebSocket-managed session via MCP method")
-        with self._lock:
-            if session.attached:
-                session.closing = True
-                result = {"session_id": target, "closed": False, "closing": True}
-                return {"jsonrpc": "2.0", "id": request_id, "result": result}
-        self.end_session(session)
-        return {"jsonrpc": "2.0", "id": request_id, "result": {"session_id": target, "closed": True}}
-
-    #: Makes the executor of an HTTP-created session (``None``: calls run under a lock in the caller's thread).
-    #: A transport may replace it (the ASGI app gives each session its own thread).
-    session_executor: Callable[[Session], Executor | None] = staticmethod(lambda session: None)
