@@ -166,8 +166,9 @@ def test_server_connection_hooks() -> None:
     assert len(init) >= 3 and all(p.kind in positional for p in init[1:3]), _broken(
         f"ServerConnection.__init__ takes {[p.name for p in init]}, not (socket, protocol, ...)", CONNECTION
     )
-    for name in ("handshake", "close_socket", "close", "recv", "send"):
+    for name in ("handshake", "close", "recv", "send"):
         _require(ServerConnection, name, CONNECTION)
+    _require(ServerConnection, "close_socket", "openenv.server._wscompat.drop (EnvServer.stop on websockets < 17)")
     assert {"code", "reason"} <= set(_params(ServerConnection.close)), _broken(
         "ServerConnection.close() takes no code and reason", STOP
     )
@@ -300,3 +301,52 @@ def test_sync_shim_recv_timeout_and_abandon(echo_server: EnvServer) -> None:
         with pytest.raises(TimeoutError):
             _shim_sync.ws_recv(ws, 0.05)
         _shim_sync.ws_abandon(ws)
+
+
+BUFFER = "openenv._shim_async/_shim_sync ws_pending and ws_wait_any (websockets' receive buffer)"
+SYNC_RACES = "openenv._shim_sync._Connection (a server that refuses before the upgrade request is written)"
+
+
+def _buffer_of(ws: Any) -> Any:
+    assembler = _require(ws, "recv_messages", BUFFER)
+    _require(assembler, "frames", BUFFER)
+    assert isinstance(_require(assembler, "closed", BUFFER), bool), _broken("Assembler.closed is not a bool", BUFFER)
+    return assembler
+
+
+def test_sync_shim_reads_the_receive_buffer(echo_server: EnvServer) -> None:
+    with _shim_sync.ws_connect(echo_server.ws_url, open_timeout=5) as ws:
+        assert callable(_require(_buffer_of(ws).frames, "empty", BUFFER))
+        assert not _shim_sync.ws_pending(ws)
+        assert _shim_sync.ws_wait_any([ws], 0.05) == set(), _broken("an empty buffer reads as ready", BUFFER)
+        ws.send('{"type":"reset"}')
+        assert _shim_sync.ws_wait_any([ws], 10) == {0}
+        assert _shim_sync.ws_pending(ws), _broken("a buffered message reads as absent", BUFFER)
+        ws.recv(timeout=10)
+        assert not _shim_sync.ws_pending(ws)
+
+
+def test_async_shim_reads_the_receive_buffer(echo_server: EnvServer) -> None:
+    async def main() -> None:
+        async with _shim_async.ws_connect(echo_server.ws_url, open_timeout=5) as ws:
+            assert len(_buffer_of(ws).frames) == 0
+            assert not _shim_async.ws_pending(ws)
+            assert await _shim_async.ws_wait_any([ws], 0.05) == set(), _broken("an empty buffer reads as ready", BUFFER)
+            await ws.send('{"type":"reset"}')
+            assert await _shim_async.ws_wait_any([ws], 10) == {0}
+            assert _shim_async.ws_pending(ws), _broken("a buffered message reads as absent", BUFFER)
+            await ws.recv()
+            assert not _shim_async.ws_pending(ws)
+
+    asyncio.run(main())
+
+
+def test_sync_client_connection_internals_of_the_race_fixes(echo_server: EnvServer) -> None:
+    for name in ("handshake", "send_data"):
+        _require(SyncClientConnection, name, SYNC_RACES)
+    with _shim_sync.ws_connect(echo_server.ws_url, open_timeout=5) as ws:
+        thread = _require(ws, "recv_events_thread", SYNC_RACES)
+        assert thread.is_alive(), _broken("recv_events_thread is not the running reader thread", SYNC_RACES)
+        assert "handshake_exc" in vars(ws.protocol), _broken(
+            "ClientProtocol has no handshake_exc attribute", SYNC_RACES
+        )

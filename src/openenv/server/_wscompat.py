@@ -12,13 +12,24 @@ support matrix, so a release that moves one fails there, not in production.
   replaced by `install_request_parser()`;
 * ``Request.method``/``.protocol`` (fields on 17; set as attributes before);
 * the threading ``Server.shutdown(close_connections=...)`` (17; before, it
-  only stops accepting).
+  only stops accepting), and ``ServerConnection.close_socket()`` (`drop()`),
+  which ``EnvServer.stop()`` uses on websockets < 17 for connections still in
+  their opening handshake.
 
 The asyncio transport (`openenv.server._aio`) subclasses websockets'
 asyncio ``ServerConnection`` through documented hooks only (``create_connection``,
 the asyncio ``Protocol`` callbacks, ``handshake``, ``transport``); it closes
 open sessions itself, because websockets 15's ``Server.close`` cannot send
 ``1012``.
+
+The client shims (``openenv._shim_async``, ``openenv._shim_sync``) read a few
+websockets internals too: the receive buffer (``recv_messages.frames`` and
+``.closed``: ``ws_pending``, ``ws_wait_any``), the asyncio transport's ``_sock``
+(``ws_abandon``'s last resort), and on the sync side ``close_socket()``,
+``send_data()``, ``recv_events_thread`` and ``protocol.handshake_exc`` (its
+``_Connection`` fixes).  They stay in the shims, since the client must not
+import the server, and ``tests/test_websockets_internals.py`` guards them as it
+guards this module.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from websockets.exceptions import InvalidMessage, SecurityError
 from websockets.http11 import Request, Response
 from websockets.protocol import Protocol
 from websockets.server import ServerProtocol
-from websockets.sync.server import Server
+from websockets.sync.server import Server, ServerConnection
 
 __all__ = [
     "BodyResponse",
@@ -41,6 +52,7 @@ __all__ = [
     "method_of",
     "SYNC_SHUTDOWN_CLOSES",
     "DRAIN_LIMIT",
+    "drop",
 ]
 
 #: Makes the answer to a request with a body: ``(request, too_large) -> Response``.
@@ -54,6 +66,11 @@ DRAIN_LIMIT = 64 * 1024
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
 #: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
 SYNC_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
+
+
+def drop(connection: ServerConnection) -> None:
+    """Close a threading-server connection's socket at once, without a closing handshake."""
+    connection.close_socket()
 
 
 def method_of(request: Request) -> str:

@@ -109,7 +109,7 @@ from ._http import POST_ROUTES as _POST_ROUTES
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
 from ._wire import dumps, step_result
-from ._wscompat import SYNC_SHUTDOWN_CLOSES, install_request_parser, method_of
+from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of
 from .protocol import EnvFactory, EnvProtocol, Session
 
 __all__ = [
@@ -606,7 +606,7 @@ class EnvServer:
                     closer.start()
                     closers.append(closer)
                 elif connection.protocol.state is CONNECTING:
-                    connection.close_socket()
+                    drop(connection)
             for closer in closers:
                 closer.join()
             for thread, _ in tracked:
