@@ -150,3 +150,34 @@ def test_close_while_attached_ends_the_session_when_its_websocket_detaches() -> 
     assert protocol.detach(session) is True  # the transport then ends it
     protocol.end_session(session)
     assert protocol.active_sessions == 0 and protocol.lookup(sid) is None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("GET", "/health", 200, None),
+        ("GET", "/nope", 404, None),
+        ("POST", "/health", 405, "GET"),
+        ("POST", "/reset", 501, None),
+        ("DELETE", "/nope", 404, None),
+        ("GET", "/step", 405, "POST"),
+    ],
+)
+def test_the_embedded_servers_answers_without_a_body(method: str, path: str, status: int, allow: str | None) -> None:
+    reply = _http.embedded(EnvProtocol(ThreadEnv), method, path)
+    assert reply.status == status and dict(reply.headers).get("Allow") == allow
+    if status == 501:
+        assert (
+            json.loads(reply.body)["detail"]
+            == f"{method} {path} is not supported by this server; use the /ws WebSocket"
+        )
+
+
+@pytest.mark.parametrize(
+    ("path", "too_large", "status", "allow"),
+    [("/step", True, 413, None), ("/mcp", False, 501, None), ("/ws", False, 405, "GET"), ("/x", False, 404, None)],
+)
+def test_the_embedded_servers_answers_with_a_body(path: str, too_large: bool, status: int, allow: str | None) -> None:
+    reply = _http.embedded_with_body("POST", path, too_large=too_large)
+    assert reply.status == status and dict(reply.headers).get("Allow") == allow
+    assert reply.content_type == "application/json" and "detail" in json.loads(reply.body)

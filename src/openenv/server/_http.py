@@ -4,7 +4,8 @@ What each route answers, for both transports: ``GET /health``, ``/metadata``,
 ``/schema`` and ``/state`` (`get()`, served by
 [`EnvServer`][openenv.server.EnvServer] and the ASGI app), and the stateless
 ``POST /reset`` and ``/step`` (`reset()`, `step()`) and ``POST /mcp``
-(`mcp()`, JSON-RPC: `openenv.server._rpc`), served by the ASGI app only.
+(`mcp()`, JSON-RPC: `openenv.server._rpc`), served by the ASGI app only
+(`EnvServer` answers them ``501``: `embedded()`, `embedded_with_body()`).
 
 Bad bodies get the ``422`` FastAPI gives the reference server, with its
 ``detail`` list (`unprocessable()`); an environment that raises gives a
@@ -47,6 +48,8 @@ __all__ = [
     "reset",
     "step",
     "mcp",
+    "embedded",
+    "embedded_with_body",
 ]
 
 logger = logging.getLogger("openenv.server")
@@ -234,3 +237,38 @@ def mcp(protocol: EnvProtocol, body: bytes) -> HttpReply:
     ``openenv/session/close`` ends one.
     """
     return HttpReply(200, _rpc_answer(protocol, body).encode("utf-8", "backslashreplace"))
+
+
+# ------------------------------------------------- the embedded server's answers
+#
+# EnvServer (websockets) serves ``/ws`` and the GET routes only: these are its
+# answers to every other plain HTTP request (a WebSocket upgrade is its own).
+
+
+def embedded(protocol: EnvProtocol, method: str, path: str) -> HttpReply:
+    """`EnvServer`'s answer to an HTTP request without a body: the GET routes, else ``405``/``501``/``404``."""
+    if method != "GET":
+        if path in GET_ROUTES:
+            return json_reply(405, {"detail": "Method Not Allowed"}, (("Allow", "GET"),))
+        if path in POST_ROUTES:
+            detail = f"{method} {path} is not supported by this server; use the /ws WebSocket"
+            return json_reply(501, {"detail": detail})
+        return json_reply(404, {"detail": "Not Found"})
+    if path in POST_ROUTES:
+        return json_reply(405, {"detail": "Method Not Allowed"}, (("Allow", "POST"),))
+    return get(protocol, path)
+
+
+def embedded_with_body(method: str, path: str, *, too_large: bool) -> HttpReply:
+    """`EnvServer`'s answer to an HTTP request with a body (it takes none): ``413``, ``501``, ``405``, ``404``."""
+    if too_large:
+        return json_reply(413, {"detail": f"request body too large; this server takes no request bodies ({path})"})
+    if path in POST_ROUTES:
+        detail = (
+            f"{method} {path} is not supported by this server; use the /ws WebSocket "
+            "(or serve the environment with openenv.server.asgi.create_app)"
+        )
+        return json_reply(501, {"detail": detail})
+    if path in GET_ROUTES or path == WS_PATH:
+        return json_reply(405, {"detail": "Method Not Allowed"}, (("Allow", "GET"),))
+    return json_reply(404, {"detail": "Not Found"})

@@ -104,11 +104,9 @@ from websockets.sync.server import serve as _ws_serve
 from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
 from ._aio import AsyncioTransport
-from ._http import GET_ROUTES as _GET_ROUTES
-from ._http import POST_ROUTES as _POST_ROUTES
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
-from ._wire import dumps, step_result
+from ._wire import step_result
 from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of
 from .protocol import EnvFactory, EnvProtocol, Session
 
@@ -159,11 +157,6 @@ def _http_response(status: int, body: bytes, content_type: str) -> Response:
         ]
     )
     return Response(st.value, st.phrase, headers, body)
-
-
-def _json_response(status: int, payload: Any) -> Response:
-    body = dumps(payload)  # strict: a NaN in /state or /schema gives a 500, never non-standard JSON
-    return _http_response(status, body.encode("utf-8", "backslashreplace"), "application/json")
 
 
 def _to_response(reply: HttpReply) -> Response:
@@ -538,43 +531,12 @@ class EnvServer:
                 return _to_response(self._protocol.capacity_reply())
             connection.slot = True
             return None  # perform the WebSocket handshake
-        if method_of(request) != "GET":
-            if path in _GET_ROUTES:
-                response = _json_response(405, {"detail": "Method Not Allowed"})
-                response.headers["Allow"] = "GET"
-                return response
-            if path in _POST_ROUTES:
-                return _json_response(
-                    501,
-                    {"detail": f"{method_of(request)} {path} is not supported by this server; use the /ws WebSocket"},
-                )
-            return _json_response(404, {"detail": "Not Found"})
-        if path in _POST_ROUTES:
-            response = _json_response(405, {"detail": "Method Not Allowed"})
-            response.headers["Allow"] = "POST"
-            return response
-        return _to_response(_http.get(self._protocol, path))
+        return _to_response(_http.embedded(self._protocol, method_of(request), path))
 
     def _body_response(self, request: Request, too_large: bool) -> Response:
         """The answer to an HTTP request that carries a body (this server takes none)."""
         path = request.path.split("?", 1)[0]
-        if too_large:
-            return _json_response(
-                413, {"detail": f"request body too large; this server takes no request bodies ({path})"}
-            )
-        if path in _POST_ROUTES:
-            return _json_response(
-                501,
-                {
-                    "detail": f"{method_of(request)} {path} is not supported by this server; use the /ws WebSocket "
-                    "(or serve the environment with openenv.server.asgi.create_app)"
-                },
-            )
-        if path in _GET_ROUTES or path == _WS_PATH:
-            response = _json_response(405, {"detail": "Method Not Allowed"})
-            response.headers["Allow"] = "GET"
-            return response
-        return _json_response(404, {"detail": "Not Found"})
+        return _to_response(_http.embedded_with_body(method_of(request), path, too_large=too_large))
 
     # ------------------------------------------------------- bookkeeping
 
