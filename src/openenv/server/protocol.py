@@ -652,7 +652,7 @@ class EnvProtocol:
             session = self._sessions.get(session_id)
         return None if session is None or session.ended else session
 
-    # -------------------------------------------------------- GET routes
+    # ------------------------------------- the environment, described (GET routes)
 
     def env_class(self) -> type:
         """The environment class (for a non-class factory: by creating and closing one instance, once)."""
