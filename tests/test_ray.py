@@ -179,7 +179,7 @@ def test_placement_options_are_passed_to_ray() -> None:
     ray.get(group.ready(), timeout=60)
     try:
         providers = [
-            RayProvider("echo", scheduling_strategy="SPREAD", num_cpus=0),
+            RayProvider("echo", scheduling_strategy="SPREAD", num_cpus=0, memory=1),
             RayProvider("echo", scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)),
             RayProvider("echo", num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(group)),
         ]
