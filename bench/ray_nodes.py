@@ -47,7 +47,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[float]]:
 
     from openenv.aio import EnvPool, RayProvider
 
-    cluster = LoopbackCluster(ray, 4, cpus=1, slots=args.size)
+    cluster = LoopbackCluster(ray, 4, cpus=1, slots=3 * args.size)  # node0 holds servers of all three
     pools: dict[str, Any] = {}
     try:
         for label, nodes in CONFIGS.items():
