@@ -533,7 +533,9 @@ def _ray_session_cluster(ray_module: Any) -> Iterator[Any]:
         yield cluster
     finally:
         ray_clusters.disconnect(ray_module)
+        processes = ray_clusters.cluster_processes(cluster)
         cluster.shutdown()
+        ray_clusters.wait_gone(processes, "the session's Ray cluster after shutdown")
 
 
 @pytest.fixture(scope="module")

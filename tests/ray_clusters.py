@@ -82,6 +82,14 @@ def descendants(roots: set[int]) -> set[tuple[int, int]]:
     return found
 
 
+def cluster_processes(cluster: Any) -> set[tuple[int, int]]:
+    """Every process of a ``ray.cluster_utils.Cluster``'s nodes and everything below them (their workers)."""
+    roots = {
+        info.process.pid for node in cluster.list_all_nodes() for infos in node.all_processes.values() for info in infos
+    }
+    return descendants(roots)
+
+
 def alive(processes: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Those of ``processes`` still running (a zombie has ended)."""
     left = set()
@@ -183,8 +191,6 @@ class LoopbackCluster:
     def shutdown(self) -> None:
         """Disconnect the driver, stop every node, and check that none of their processes is left."""
         disconnect(self.ray)
-        handles = self.cluster.list_all_nodes()
-        roots = {info.process.pid for node in handles for infos in node.all_processes.values() for info in infos}
-        processes = descendants(roots) | self._seen
+        processes = cluster_processes(self.cluster) | self._seen
         self.cluster.shutdown()
         wait_gone(processes, "the Ray cluster after shutdown")
