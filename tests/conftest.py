@@ -13,6 +13,7 @@ import pytest
 from openenv.server import EnvServer
 from openenv.server.echo import EchoEnvironment
 
+from . import ray_clusters
 from .envs import CounterEnv, ScriptServer
 
 
@@ -493,24 +494,15 @@ def openenv_envs(request: pytest.FixtureRequest) -> OpenEnvEnvs:
     return served
 
 
-# -- a local Ray cluster (-m ray) ---------------------------------------------------
+# -- local Ray clusters (-m ray; tests/ray_clusters.py) ---------------------------------
 
-#: Ray reads these on import: node IP 127.0.0.1 (everything on loopback), no telemetry, no token file
-RAY_CLUSTER_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_AUTH_MODE": "disabled",
-}
+RAY_CLUSTER_ENV = ray_clusters.RAY_CLUSTER_ENV
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[str]:
-    """One local Ray cluster for the whole run, bound to loopback; yields its GCS address.
-
-    2 CPUs and 2 units of a custom resource ``env_slot``; shut down at the end.
-    """
+def ray_module() -> Iterator[Any]:
+    """The ``ray`` module, imported once its environment is set (``RAY_CLUSTER_ENV``, for the whole run)."""
     import importlib
-    import sys
 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in RAY_CLUSTER_ENV.items():
@@ -518,14 +510,60 @@ def ray_cluster() -> Iterator[str]:
         if "ray" in sys.modules:
             pytest.fail("Ray was imported before its environment was set; the cluster would not be on loopback")
         ray = importlib.import_module("ray")
-        context = ray.init(
-            num_cpus=2,
-            resources={"env_slot": 2},
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-        )
         try:
-            yield str(context.address_info["gcs_address"])
+            yield ray
         finally:
-            ray.shutdown()
+            ray_clusters.disconnect(ray)
+
+
+@pytest.fixture(scope="session")
+def _ray_session_cluster(ray_module: Any) -> Iterator[Any]:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "resources": {"env_slot": 2},
+            "node_ip_address": "127.0.0.1",
+            "include_dashboard": False,
+        },
+    )
+    try:
+        yield cluster
+    finally:
+        ray_clusters.disconnect(ray_module)
+        processes = ray_clusters.cluster_processes(cluster)
+        cluster.shutdown()
+        ray_clusters.wait_gone(processes, "the session's Ray cluster after shutdown")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(ray_module: Any, _ray_session_cluster: Any) -> str:
+    """One single-node Ray cluster for the whole run, on loopback, with the driver connected; its GCS address.
+
+    2 CPUs and 2 units of a custom resource ``env_slot``; shut down at the end.  Module-scoped: each
+    module that uses it reconnects the driver (a test of ``ray_nodes`` connected it to a cluster of its own).
+    """
+    address = str(_ray_session_cluster.address)
+    ray_clusters.connect(ray_module, address)
+    return address
+
+
+@pytest.fixture
+def ray_nodes(ray_module: Any) -> Iterator[Callable[..., ray_clusters.LoopbackCluster]]:
+    """Starts a multi-node Ray cluster of this test's own (``ray_nodes(3)``), connected; stopped after it.
+
+    Its teardown fails the test if a process of the cluster (raylet, GCS, agent, worker) outlives it.
+    """
+    made: list[ray_clusters.LoopbackCluster] = []
+
+    def start(nodes: int, **options: Any) -> ray_clusters.LoopbackCluster:
+        made.append(ray_clusters.LoopbackCluster(ray_module, nodes, **options))
+        return made[-1]
+
+    try:
+        yield start
+    finally:
+        for cluster in made:
+            cluster.shutdown()

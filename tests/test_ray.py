@@ -159,6 +159,7 @@ def test_a_custom_resource_limits_the_actors_and_the_extra_one_times_out() -> No
             extra.start()  # both slots are taken: Ray keeps it pending, the timeout ends the wait
         message = str(caught.value)
         assert extra.actor_name in message and "'env_slot': 1" in message and "0 of 2" in message
+        assert "'CPU': 1" in message and "num_cpus=0" in message  # Ray's implicit CPU, and how to hold none
         assert extra.actor_name not in _our_actors()  # the pending actor was removed
     finally:
         for provider in providers:
@@ -179,7 +180,7 @@ def test_placement_options_are_passed_to_ray() -> None:
     ray.get(group.ready(), timeout=60)
     try:
         providers = [
-            RayProvider("echo", scheduling_strategy="SPREAD", num_cpus=0),
+            RayProvider("echo", scheduling_strategy="SPREAD", num_cpus=0, memory=1),
             RayProvider("echo", scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)),
             RayProvider("echo", num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(group)),
         ]

@@ -71,6 +71,31 @@ def test_the_server_binds_loopback_unless_asked_and_a_remote_loopback_is_refused
     assert problem is not None and "host='node'" in problem and "no authentication" in problem
 
 
+def test_spread_without_a_reservation_is_refused_with_what_to_pass() -> None:
+    # Ray places an actor that holds nothing on a random node, whatever the strategy: SPREAD would not spread
+    for options in ({}, {"num_cpus": 0}, {"memory": 0}, {"num_cpus": 0, "resources": {"env_slot": 0}}):
+        with pytest.raises(InvalidOption, match=r"SPREAD.*reserves none.*resources=\{'env_slot': 1\}"):
+            RayProvider("echo", scheduling_strategy="SPREAD", **options)
+    for options in ({"num_cpus": 1}, {"num_cpus": 0, "resources": {"env_slot": 1}}, {"memory": 1}, {"num_gpus": 1}):
+        RayProvider("echo", scheduling_strategy="SPREAD", **options)
+    RayProvider("echo", scheduling_strategy="SPREAD", actor_options={"num_cpus": 1})  # wherever it is given
+    RayProvider("echo", scheduling_strategy="DEFAULT")
+
+
+def test_what_an_actor_holds_follows_rays_defaults() -> None:
+    assert _ray.reservation({}) == {"CPU": 0}  # 1 CPU to be placed, none while it runs
+    assert _ray.reservation({"memory": 5}) == {"memory": 5, "CPU": 0}
+    assert _ray.reservation({"resources": {"env_slot": 1}}) == {"env_slot": 1, "CPU": 1}  # a CPU for its life
+    assert _ray.reservation({"num_gpus": 1}) == {"GPU": 1, "CPU": 1}
+    assert _ray.reservation({"num_cpus": 0, "resources": {"env_slot": 1}}) == {"CPU": 0, "env_slot": 1}
+
+
+def test_a_server_bound_to_its_nodes_loopback_address_is_reachable() -> None:
+    # a cluster on one machine whose nodes have loopback addresses of their own (127.0.0.2, ...)
+    assert _ray.loopback_problem("127.0.0.3", "127.0.0.3", "127.0.0.1") is None
+    assert _ray.loopback_problem("127.0.0.1", "127.0.0.3", "127.0.0.1") is not None  # the other node's 127.0.0.1
+
+
 def test_the_url_names_the_node_for_a_wildcard_bind() -> None:
     assert _ray.public_host("0.0.0.0", "10.0.0.7") == "10.0.0.7"
     assert _ray.public_host("::", "fd00::7") == "[fd00::7]"

@@ -27,6 +27,7 @@ __all__ = [
     "ServerActor",
     "actor_class",
     "build_actor_options",
+    "reservation",
     "ensure_ray",
     "new_actor_name",
     "public_host",
@@ -118,7 +119,33 @@ def build_actor_options(
     if extra.get("max_restarts", 0) != 0:
         raise InvalidOption("actor_options max_restarts is not supported: a restarted actor would serve on a new port")
     options.update(extra)
+    if options.get("scheduling_strategy") == "SPREAD" and not any(
+        amount > 0 for amount in reservation(options).values()
+    ):
+        raise InvalidOption(
+            "scheduling_strategy='SPREAD' spreads only actors that reserve a resource while they run, and this one "
+            "reserves none (Ray places such an actor on a node picked at random, so servers end up sharing nodes): "
+            "give it a reservation, such as resources={'env_slot': 1} with num_cpus=0 (each node offering "
+            "env_slot), or num_cpus=1"
+        )
     return options
+
+
+def reservation(options: Mapping[str, Any]) -> dict[str, float]:
+    """What an actor made with ``options`` holds while it lives, by Ray's rule for actors' defaults.
+
+    An actor that names no resource but ``memory`` holds no CPU (it needs one only
+    to be placed); one that names any other resource (``num_gpus``, a custom one)
+    and no ``num_cpus`` holds 1 CPU for its whole life.
+    """
+    held: dict[str, float] = {}
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if options.get(key) is not None:
+            held[name] = options[key]
+    held.update(options.get("resources") or {})
+    if "CPU" not in held:
+        held["CPU"] = 0 if set(held) <= {"memory"} else 1
+    return held
 
 
 _REMOTE: Any = None
@@ -149,8 +176,8 @@ def _is_loopback(address: str) -> bool:
 
 def loopback_problem(bind: str, actor_node_ip: str, driver_node_ip: str) -> str | None:
     """Why a server bound to ``bind`` on the actor's node cannot be reached from the driver, or ``None``."""
-    if not _is_loopback(bind) or actor_node_ip == driver_node_ip:
-        return None
+    if not _is_loopback(bind) or actor_node_ip == driver_node_ip or bind == actor_node_ip:
+        return None  # not loopback, this node, or the node's own address (a cluster on one machine)
     return (
         f"the Ray actor runs on node {actor_node_ip}, not on this machine ({driver_node_ip}), and its server "
         f"listens on {bind} there, which only that node can reach: pass host='node' to RayProvider to bind "

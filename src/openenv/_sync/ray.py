@@ -27,11 +27,12 @@ class RayProvider(ServerProvider):
     given here), starts the server on a free port of its node, bound to
     ``127.0.0.1`` unless ``host`` says otherwise, and ``start`` returns its
     URL (``http://127.0.0.1:<port>``; with ``host="node"``,
-    ``http://<node ip>:<port>``).  The server has no authentication: whoever
-    can reach its address can use it.  The default, loopback, suits a cluster
-    on this machine; on a multi-node cluster an actor placed on another node
-    makes ``start`` fail with a [`ProviderError`][openenv.sync.ProviderError]
-    that says to pass ``host="node"``.  The server is either:
+    ``http://<node ip>:<port>``, the address the actor's node reports to Ray).
+    The server has no authentication: whoever can reach its address can use
+    it.  The default, loopback, suits a single-node cluster; on a multi-node
+    cluster an actor placed on another node than the driver's makes ``start``
+    fail with a [`ProviderError`][openenv.sync.ProviderError] that says to pass
+    ``host="node"``.  The server is either:
 
     * the embedded [`EnvServer`][openenv.server.EnvServer] for ``factory``: an
       importable ``"module:Factory"`` (or ``"echo"``), or an
@@ -70,9 +71,15 @@ class RayProvider(ServerProvider):
         num_gpus: GPUs the actor reserves.
         memory: bytes of memory the actor reserves.
         resources: custom resources the actor reserves, such as ``{"env_slot": 1}``.
+            Naming any (or ``num_gpus``) without ``num_cpus`` makes Ray reserve
+            1 CPU for the actor's whole life too; pass ``num_cpus=0`` to hold none.
         runtime_env: the actor's Ray runtime environment (``pip``, ``env_vars``, ...).
         scheduling_strategy: where to place it: ``"SPREAD"``, ``"DEFAULT"``, a
             ``PlacementGroupSchedulingStrategy`` or a ``NodeAffinitySchedulingStrategy``.
+            ``"SPREAD"`` (Ray's best effort to put each actor on another node)
+            needs the actor to reserve something while it runs (``num_cpus > 0``,
+            ``num_gpus``, ``memory`` or a custom resource): Ray places an actor
+            that reserves nothing on a node picked at random, so it is refused.
         actor_options: more keyword arguments of Ray's ``.options()``
             (``label_selector``, ``accelerator_type``, ...).  ``name`` is
             refused (each provider names its actor itself, see ``actor_name``),
@@ -90,8 +97,9 @@ class RayProvider(ServerProvider):
 
     Raises:
         TypeError: neither or both of ``factory`` and ``app`` were given.
-        InvalidOption: ``start_timeout`` or ``max_sessions`` is out of range, or
-            ``actor_options`` names the actor or would detach or restart it.
+        InvalidOption: ``start_timeout`` or ``max_sessions`` is out of range,
+            ``actor_options`` names the actor or would detach or restart it, or
+            ``scheduling_strategy="SPREAD"`` is given for an actor that reserves nothing.
     """
 
     def __init__(
@@ -274,8 +282,7 @@ def _cause(exc: BaseException) -> str:
 
 
 def _placement_hint(ray: Any, options: Mapping[str, Any]) -> str:
-    asked = {key: options[key] for key in ("num_cpus", "num_gpus", "memory") if key in options}
-    asked.update(options.get("resources") or {})
+    asked = {name: amount for name, amount in _ray.reservation(options).items() if amount > 0}
     if not asked:
         return "Ray may not have placed it yet (the cluster is busy, or its runtime_env is still being set up)"
     try:
@@ -283,9 +290,14 @@ def _placement_hint(ray: Any, options: Mapping[str, Any]) -> str:
         total = ray.cluster_resources()
     except Exception:  # pragma: no cover - the hint is best effort
         return f"it asks for {asked}"
-    names = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
-    now = {key: f"{free.get(names.get(key, key), 0):g} of {total.get(names.get(key, key), 0):g}" for key in asked}
+    now = {name: f"{free.get(name, 0):g} of {total.get(name, 0):g}" for name in asked}
+    implicit = (
+        " (the CPU is Ray's default for an actor that names other resources and no num_cpus: pass num_cpus=0 "
+        "to hold none)"
+        if "CPU" in asked and options.get("num_cpus") is None
+        else ""
+    )
     return (
-        f"it asks for {asked} and the cluster has free (of total) {now}; Ray keeps an actor pending until a node "
-        "can take it: free resources, add nodes, or ask for less"
+        f"it holds {asked}{implicit} and the cluster has free (of total) {now}; Ray keeps an actor pending until "
+        "a node can take it: free resources, add nodes, or ask for less"
     )
