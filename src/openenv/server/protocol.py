@@ -110,9 +110,13 @@ def _strict_default(obj: Any) -> Any:
     return to_jsonable_python(obj)
 
 
+#: What ``_dumps`` encodes with: made once (``json.dumps`` with these arguments builds one per call).
+_STRICT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
+
+
 def _dumps(obj: Any) -> str:
     """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
+    return _STRICT_ENCODER.encode(obj)
 
 
 _MAX_DETAIL_DEPTH = 32
@@ -203,6 +207,10 @@ def step_result(observation: Any) -> dict[str, Any]:
     if metadata:
         result["metadata"] = metadata
     return result
+
+
+#: The keys a frame may have; anything else is refused as pydantic's ``extra="forbid"`` would.
+_ENVELOPE_KEYS = frozenset({"type", "data"})
 
 
 class _Unsendable(Exception):
@@ -483,7 +491,7 @@ class Session:
             )
         mtype = msg.get("type", "")
         has_data = "data" in msg
-        clean = len(msg) <= 2 and all(k == "type" or k == "data" for k in msg)
+        clean = len(msg) <= 2 and msg.keys() <= _ENVELOPE_KEYS
         data = msg.get("data")
         env = self.env
 
