@@ -86,3 +86,28 @@ def test_protocol_refuses_bad_arguments() -> None:
         EnvProtocol(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         EnvProtocol(CounterEnv, max_sessions=0)
+
+
+def test_idle_ws_clients_are_closed_and_busy_ones_are_not(asgi_server_factory: Any) -> None:
+    """One idle timer per connection (not a ``wait_for`` per frame): silent clients get 1001, slow steps do not."""
+    from websockets.exceptions import ConnectionClosed
+
+    server = asgi_server_factory(CounterEnv, max_sessions=2, idle_timeout=0.5)
+    with connect(server.ws_url) as busy, connect(server.ws_url) as silent:
+        for conn in (busy, silent):
+            conn.send(json.dumps({"type": "reset"}))
+            assert json.loads(conn.recv(timeout=10))["type"] == "observation"
+        # a step longer than idle_timeout is not idleness; the clock restarts after its reply
+        busy.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.8}}))
+        assert json.loads(busy.recv(timeout=10))["type"] == "observation"
+        busy.send(json.dumps({"type": "state"}))
+        assert json.loads(busy.recv(timeout=10))["type"] == "state"
+        for conn in (silent, busy):
+            with pytest.raises(ConnectionClosed) as info:
+                conn.recv(timeout=10)
+            assert info.value.rcvd is not None and info.value.rcvd.code == 1001
+            assert "idle timeout" in info.value.rcvd.reason
+    deadline = time.monotonic() + 10
+    while server.active_sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.active_sessions == 0

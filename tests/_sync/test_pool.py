@@ -585,3 +585,20 @@ def test_from_env_with_a_url_opens_sessions_on_that_server(counter_server: Any) 
         assert [r.observation["count"] for r in results] == [0, 1, 2]
     with pytest.raises(ValueError, match="size"):
         EnvPool.from_env(counter_server.url, size=0)
+
+
+def test_a_pool_of_512_opens_and_steps_against_a_default_serve_echo() -> None:
+    """``EnvPool(size=512)`` against ``python -m openenv serve echo --max-sessions 512`` and no other limit flag.
+
+    (Issue 21: the default pending-connection cap once refused every handshake beyond 64 with 503.)
+    """
+    from ..faultservers import ServerProcess
+
+    server = ServerProcess("echo", 512).start()
+    try:
+        with EnvPool(server.url, size=512) as pool:
+            assert len(pool.reset()) == 512
+            results = pool.step([{"message": f"m{i}"} for i in range(512)])
+            assert [r.observation["echoed_message"] for r in results] == [f"m{i}" for i in range(512)]
+    finally:
+        server.stop()

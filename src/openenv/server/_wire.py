@@ -73,9 +73,13 @@ def _strict_default(obj: Any) -> Any:
     return to_jsonable_python(obj)
 
 
+#: What ``dumps`` encodes with: made once (``json.dumps`` with these arguments builds one per call).
+_STRICT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
+
+
 def dumps(obj: Any) -> str:
     """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
+    return _STRICT_ENCODER.encode(obj)
 
 
 _MAX_DETAIL_DEPTH = 32

@@ -282,29 +282,81 @@ async def _release(protocol: EnvProtocol, session: Session) -> None:
             await run_in_threadpool(protocol.end_session, session)
 
 
+class _IdleCancel:
+    """Cancels the connection's task when its client sent nothing for ``idle`` seconds while it waited for them.
+
+    One timer per connection (not one ``wait_for`` task and timer per frame):
+    a message only stores the time, and the timer, when it fires early,
+    re-arms itself for the remaining time.  It cancels the task only while
+    the task waits in ``receive()`` (``busy`` is false), never in the middle
+    of a call or a send.
+    """
+
+    def __init__(self, idle: float) -> None:
+        self._idle = idle
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self.last = self._loop.time()
+        self.busy = False
+        self.fired = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self.last + idle, self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        due = self.last + self._idle
+        if self.busy or now < due:
+            self._timer = self._loop.call_at(max(due, now + self._idle) if self.busy else due, self._check)
+            return
+        self._timer = None
+        self.fired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> None:
     loop = asyncio.get_running_loop()
-    while True:
-        try:
-            message = await asyncio.wait_for(websocket.receive(), idle)
-        except asyncio.TimeoutError:
-            await websocket.close(1001, f"idle timeout: no message for {idle:g} s")
-            return
-        if message["type"] == "websocket.disconnect":
-            return
-        raw: str | bytes = message["text"] if message.get("text") is not None else message.get("bytes") or b""
-        if session.executor is None:  # does not block (runs_on_loop): no thread hop
-            reply, keep_open = await session.handle_async(raw)
-        else:
-            reply, keep_open = await loop.run_in_executor(session.executor, session.handle, raw)
-        try:
-            if reply is not None:
-                await websocket.send_text(_text(reply))
-            if not keep_open:
-                await websocket.close(1000)
+    watch = None if idle is None else _IdleCancel(idle)
+    receive = websocket.receive
+    try:
+        while True:
+            try:
+                message = await receive()
+            except asyncio.CancelledError:
+                if watch is None or not watch.fired:
+                    raise
+                task = asyncio.current_task()
+                if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours
+                    task.uncancel()
+                await websocket.close(1001, f"idle timeout: no message for {idle:g} s")
                 return
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            return
+            if watch is not None:
+                watch.busy = True
+            if message["type"] == "websocket.disconnect":
+                return
+            raw: str | bytes = message["text"] if message.get("text") is not None else message.get("bytes") or b""
+            if session.executor is None:  # does not block (runs_on_loop): no thread hop
+                reply, keep_open = await session.handle_async(raw)
+            else:
+                reply, keep_open = await loop.run_in_executor(session.executor, session.handle, raw)
+            try:
+                if reply is not None:
+                    await websocket.send_text(_text(reply))
+                if not keep_open:
+                    await websocket.close(1000)
+                    return
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return
+            if watch is not None:
+                watch.busy = False
+                watch.last = loop.time()
+    finally:
+        if watch is not None:
+            watch.cancel()
 
 
 # ------------------------------------------------------------------ uvicorn

@@ -92,6 +92,9 @@ EnvFactory = type[Environment[Any, Any, Any]] | Callable[[], Environment[Any, An
 #: Makes the executor that runs every environment call of one ``openenv/session/create`` session.
 SessionExecutor = Callable[["Session"], "Executor | None"]
 
+#: The keys a frame may have; anything else is refused as pydantic's ``extra="forbid"`` would.
+_ENVELOPE_KEYS = frozenset({"type", "data"})
+
 
 def _close_quietly(env: Any) -> None:
     close = getattr(env, "close", None)
@@ -244,7 +247,7 @@ class Session:
             )
         mtype = msg.get("type", "")
         has_data = "data" in msg
-        clean = len(msg) <= 2 and all(k == "type" or k == "data" for k in msg)
+        clean = len(msg) <= 2 and msg.keys() <= _ENVELOPE_KEYS
         data = msg.get("data")
         env = self.env
 
