@@ -2,50 +2,59 @@
 """``EnvPool``: many sessions stepped together (an RL trainer's batch of environments).
 
 The IO half of the pool: it moves frames on each session's own [`Env`][openenv.sync.Env]
-(through the connection's send and receive halves); ``_core/pool.py`` decides
-what each session is sent, applies the concurrency limit and keeps the books.
+through the connection room's seam (``connection.send`` / ``receive`` / ``abandon``)
+and keeps only a map of tickets (session index -> request in flight);
+``_core/pool.py`` decides what each session is sent, applies the concurrency
+limit, keeps the books and the send times, and decides capacity waits and
+replacements (with their messages).  It reads the clock and passes it in.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._blocking.retry import Deadline, backoff
+from .._blocking.retry import Deadline
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import BootstrapError, CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
 from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
-from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error, waits_for_capacity
-from .._core.result import StepResult
-from .._core.servers import (
-    assign,
-    check_max_servers,
-    grow,
-    limit_from,
-    overcommitted,
-    overcommitted_message,
-    servers_needed,
+from .._core.pool import (
+    CapacityWait,
+    Completed,
+    Job,
+    JobKind,
+    PoolCore,
+    PoolMetrics,
+    ReplacePlan,
+    check_size,
+    overcommit_error,
+    pool_error,
+    recv_unreplaced_message,
+    unreplaced_message,
+    waits_for_capacity,
 )
+from .._core.result import StepResult
+from .._core.servers import assign, check_max_servers, grow, servers_needed
 from .._shim_async import run_all, sleep, ws_wait_any
+from . import connection
 from .bootstrap import start_providers
-from .connection import _Sent
-from .env import Env, _checkout_provider, _schema_codec
+from .connection import Request, Ticket
+from .env import Env
 from .providers import DockerProvider, Provider, ServerProvider
+from .resolve import checkout_provider, schema_codec
 
 __all__ = ["EnvPool"]
 
 ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
-
-#: the backoff between capacity retries and replacement attempts
-_DELAYS = {"first": 0.05, "flat": 3, "factor": 2.0, "ceiling": 2.0}
 
 
 class EnvPool(Generic[ActT, ObsT, StateT]):
@@ -146,8 +155,15 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if isinstance(replace_attempts, bool) or not isinstance(replace_attempts, int) or replace_attempts < 1:
             raise ValueError(f"replace_attempts must be a positive integer, not {replace_attempts!r}")
         self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
-        ClientOptions.of(options)  # refuse bad options before anything is created
-        self._core = PoolCore(len(urls), autoreset=autoreset, max_concurrency=max_concurrency, on_failure=on_failure)
+        self._core = PoolCore(
+            len(urls),
+            autoreset=autoreset,
+            max_concurrency=max_concurrency,
+            on_failure=on_failure,
+            message_timeout=ClientOptions.of(options).message_timeout,
+        )
+        #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
+        self._lock = threading.Lock()
         self._codec: Codec[Any, Any, Any] = as_codec(codec)
         self._env_options: dict[str, Any] = dict(options)
         self._urls = urls
@@ -159,12 +175,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening
         self._ready_timeout: float | None = READY_TIMEOUT
         self._guard = InFlight()
-        self._flight: dict[int, tuple[Job, _Sent, Callable[[dict[str, Any]], Any], float]] = {}
+        #: the requests in flight, by session index (their jobs and send times are the core's)
+        self._tickets: dict[int, Ticket] = {}
         self._closed = False
         self._opened = False
         self._last_errors: dict[int, OpenEnvError] = {}
         #: the asynchronous mode: requests encoded by step_async, and completions not returned yet
-        self._calls: dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]] = {}
+        self._calls: dict[int, Request] = {}
         self._ready: list[Completed[ObsT]] = []
 
     def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
@@ -243,7 +260,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         providers = [started[server] for server in placement]
         urls = [server_urls[server] for server in placement]
         try:
-            resolved = await _schema_codec(codec, urls[0], options)
+            resolved = await schema_codec(codec, urls[0], options)
             pool = cls(
                 urls,
                 codec=resolved,
@@ -414,7 +431,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if where.kind == "url":
             check_size(size)
             options["headers"] = hosted_headers(where.target, options.get("headers"))
-            resolved = await _schema_codec(codec, where.target, options)
+            resolved = await schema_codec(codec, where.target, options)
             pool = cls(
                 where.target,
                 size=size,
@@ -439,10 +456,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 return DockerProvider(target, env_vars=env_vars)
 
         else:
-            _checkout_provider(target, command, env_vars, None, install)  # refuse a non-environment at once
+            checkout_provider(target, command, env_vars, None, install)  # refuse a non-environment at once
 
             def factory(index: int) -> Provider:
-                return _checkout_provider(target, command, env_vars, None, install)
+                return checkout_provider(target, command, env_vars, None, install)
 
         return await cls.from_provider(
             factory,
@@ -525,7 +542,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         ``indices`` get fresh clients so that ``connect()`` can be called again.
         """
         envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        deadline = Deadline(self._capacity_timeout)
+        wait = CapacityWait(self._capacity_timeout, time.monotonic())
         stop = _Stop()
 
         async def interrupted() -> None:
@@ -536,7 +553,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             for env in envs:
                 await _quietly(env.close)
 
-        outcomes = await run_all([_bind(self._connect_env, env, deadline, stop) for env in envs], interrupted)
+        calls = [_bind(self._with_capacity, env, env.connect, wait, stop) for env in envs]
+        outcomes = await run_all(calls, interrupted)
         errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
         if errors:
             for exc in errors.values():
@@ -548,26 +566,34 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 raise first  # a full (or overloaded) server: its error says how long the pool waited
             raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
 
-    async def _connect_env(
-        self, env: Env[ActT, ObsT, StateT], deadline: Deadline | None = None, stop: _Stop | None = None
-    ) -> None:
-        """Connect, retrying with backoff while the server is at capacity (until ``deadline`` or ``stop``)."""
-        if deadline is None:
-            deadline = Deadline(self._capacity_timeout)
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
+    async def _with_capacity(
+        self,
+        env: Env[ActT, ObsT, StateT],
+        call: Callable[[], Any],
+        wait: CapacityWait | None = None,
+        stop: _Stop | None = None,
+    ) -> Any:
+        """``call()``, tried again with backoff while ``env``'s server is full (until the core gives up or ``stop``).
+
+        The one capacity loop of the pool (opening a session, the first reset,
+        a replacement): the core's ``CapacityRetry`` decides each delay, when to
+        give up and what the error says; this only sleeps.
+        """
+        retry = (wait or CapacityWait(self._capacity_timeout, time.monotonic())).retry()
         while True:
             _check_stop(stop)
             try:
-                await env.connect()
-                return
+                return await call()
             except (CapacityReached, ConnectError) as exc:
-                if not waits_for_capacity(exc):
-                    raise
                 if isinstance(exc, CapacityReached):
                     self._check_overcommitted(env, exc)
-                if deadline.expired:
-                    raise _still_full(exc, self._capacity_timeout) from None
-                await _pause(deadline.cap(next(delays)), stop)
+                delay = retry.after(exc, time.monotonic())
+                if delay is None:
+                    final = retry.final(exc)
+                    if final is exc:
+                        raise
+                    raise final from None
+                await _pause(delay, stop)
 
     def _check_overcommitted(self, env: Env[ActT, ObsT, StateT], exc: CapacityReached) -> None:
         """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
@@ -575,20 +601,15 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         url = next((url for known, url in sessions if known is env), None)
         if url is None:
             return
-        limit = limit_from(exc.details)
-        ours = sum(1 for _, known in sessions if known == url)
-        if limit is None or not overcommitted(ours, limit):
-            return
-        if self._factory is not None:
-            servers = len(_unique(self._providers))
-            message = overcommitted_message(len(sessions), servers, limit, self._max_servers)
-        else:
-            message = (
-                f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
-                f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
-                "or raise the server's MAX_CONCURRENT_ENVS"
-            )
-        raise CapacityReached(f"{exc.message}; {message}", exc.code, exc.details) from None
+        error = overcommit_error(
+            exc,
+            ours=sum(1 for _, known in sessions if known == url),
+            sessions=len(sessions),
+            servers=len(_unique(self._providers)) if self._factory is not None else None,
+            max_servers=self._max_servers,
+        )
+        if error is not None:
+            raise error from None
 
     async def close(self) -> None:
         """Close every session and stop every server the pool started.
@@ -599,10 +620,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if self._closed:
             return
         self._closed = True
-        for job, sent, _, _ in self._flight.values():
-            self._envs[job.index]._abandon(sent)
-        self._flight.clear()
-        self._core.unqueue()
+        self._abandon_all()
         outcomes = await run_all([env.close for env in self._envs], _noop)
         outcomes += await run_all([p.stop for p in _unique(self._providers)], _noop)
         for outcome in outcomes:
@@ -718,13 +736,14 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 errors[job.index] = self._core.failed_error(job.index)
             else:
                 runnable.append(job)
-        self._core.claim(order, runnable)
+        with self._lock:
+            self._core.claim(order, runnable)
         try:
             await self._pump(calls, errors)
-            while self._flight:
+            while self._tickets:
                 if not self._core.queue:
                     # nothing waits for a slot: plain blocking reads, in order (no polling)
-                    await self._receive_one(next(iter(self._flight)), results, errors)
+                    await self._receive_one(next(iter(self._tickets)), results, errors)
                     continue
                 # requests wait for a slot: read whichever reply comes first, so a slot frees at once
                 for index in await self._wait_ready(None):
@@ -736,31 +755,31 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if what == "reset":
             await self._retry_full(jobs, results, errors)
         self._last_errors = dict(errors)
-        unreplaced = await self._handle_failures(errors, results)
+        unreplaced: dict[int, PoolError] = {}
+        if self._core.on_failure == "replace":
+            replaced, unreplaced = await self._replace_all(sorted(errors))
+            results.update(replaced)
+            errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
         failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
-            listed = {i: results.get(i) for i in order}
-            message = pool_error(what, order, results, failed)
             if unreplaced:
-                message = (
-                    f"{what} failed for {len(errors)} of {len(order)} session(s) and "
-                    f"{len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); "
-                    f"{_first(unreplaced)}. The other results are in .results; retry with replace(i)"
-                )
-            raise PoolError(message, listed, failed)
+                message = unreplaced_message(what, len(errors), len(order), unreplaced)
+            else:
+                message = pool_error(what, order, results, failed)
+            raise PoolError(message, {i: results.get(i) for i in order}, failed)
         return [results[i] for i in order]
 
-    def _encode(self, jobs: Sequence[Job]) -> dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]]:
+    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request]:
         calls = {}
         for job in jobs:
             env = self._envs[job.index]
             if job.kind is JobKind.RESET:
-                calls[job.index] = env._reset_call(job.kwargs or {})
+                calls[job.index] = connection.reset_request(env, job.kwargs or {})
             elif job.kind is JobKind.STEP:
-                calls[job.index] = env._step_call(job.action)
+                calls[job.index] = connection.step_request(env, job.action)
         return calls
 
-    async def _pump(self, calls: dict[int, Any], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
+    async def _pump(self, calls: dict[int, Request], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
         """Send what the concurrency limit allows, until it allows nothing more.
 
         A send that fails settles at once (its slot frees for the next queued
@@ -772,9 +791,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             if not jobs:
                 return failed
             for k, job in enumerate(jobs):
-                kind, frame, parse = calls.pop(job.index)
+                request = calls.pop(job.index)
                 try:
-                    sent = await self._envs[job.index]._send(kind, frame)
+                    ticket = await connection.send(self._envs[job.index], request)
                 except OpenEnvError as exc:
                     self._core.settled(job, None, exc)
                     errors[job.index] = exc
@@ -784,7 +803,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                     for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
                         self._core.settled(rest, None, None)
                     raise
-                self._flight[job.index] = (job, sent, parse, time.monotonic())
+                self._tickets[job.index] = ticket
+                self._core.sent(job, time.monotonic())
 
     async def _wait_ready(self, wait: float | None) -> list[int]:
         """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
@@ -792,51 +812,38 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         Polls the sockets' buffers (``ws_wait_any``); a reply not in within
         ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
         """
-        indices = list(self._flight)
-        message_timeout = self._envs[indices[0]].options.message_timeout
-        if message_timeout is not None:
-            now = time.monotonic()
-            overdue = [i for i in indices if self._flight[i][3] + message_timeout <= now]
-            if overdue:
-                return overdue
-            first_due = min(self._flight[i][3] for i in indices) + message_timeout - now
-            wait = first_due if wait is None else min(wait, first_due)
-        ready = await ws_wait_any([self._flight[i][1].ws for i in indices], wait)
+        now = time.monotonic()
+        overdue = self._core.overdue(now)
+        if overdue:
+            return overdue
+        indices = self._core.flying()
+        ready = await ws_wait_any([self._tickets[i].ws for i in indices], self._core.wait_for(now, wait))
         return [indices[k] for k in sorted(ready)]
 
     async def _receive_one(
         self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
-        job, sent, parse, sent_at = self._flight[index]
-        env = self._envs[index]
-        message_timeout = env.options.message_timeout
+        job, ticket = self._core.job(index), self._tickets.pop(index)
         try:
-            if message_timeout is None:
-                result = await env._receive(sent, parse, timeout=None)
-            else:
-                # a reply already buffered is read even when overdue; otherwise at least a short wait
-                left = max(message_timeout - (time.monotonic() - sent_at), 0.001)
-                result = await env._receive(sent, parse, timeout=left)
+            timeout = self._core.read_timeout(index, time.monotonic())
+            result = await connection.receive(self._envs[index], ticket, timeout=timeout)
         except OpenEnvError as exc:
-            del self._flight[index]
             errors[index] = exc
             self._core.settled(job, None, exc)
             return
         except BaseException:
-            del self._flight[index]
             self._core.settled(job, None, None)
             raise
-        del self._flight[index]
         results[index] = result
         self._core.settled(job, result, None)
 
     def _abandon_all(self) -> None:
-        """Interrupted between sending and reading: every session with a reply pending is lost."""
-        for index, (job, sent, _, _) in list(self._flight.items()):
-            self._envs[index]._abandon(sent)
-            self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
-        self._flight.clear()
+        """Interrupted between sending and reading (or closing): every session with a reply pending is lost."""
+        for index, ticket in list(self._tickets.items()):
+            connection.abandon(self._envs[index], ticket)
+            self._core.settled(self._core.job(index), None, EnvClosed("interrupted while its reply was pending"))
+        self._tickets.clear()
         for job in self._core.unqueue():
             self._calls.pop(job.index, None)
 
@@ -847,7 +854,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
         if not full:
             return
-        deadline = Deadline(self._capacity_timeout)
+        wait = CapacityWait(self._capacity_timeout, time.monotonic())
         stop = _Stop()
         envs = [self._envs[job.index] for job in full]
 
@@ -859,7 +866,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         outcomes = await run_all(
             [
-                _bind(self._reset_waiting, env, job.kwargs or {}, deadline, stop)
+                _bind(self._with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
                 for job, env in zip(full, envs, strict=True)
             ],
             interrupted,
@@ -874,49 +881,20 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 results[job.index] = outcome
                 self._core.recovered(job.index, outcome)
 
-    async def _reset_waiting(
-        self,
-        env: Env[ActT, ObsT, StateT],
-        kwargs: Mapping[str, Any],
-        deadline: Deadline | None = None,
-        stop: _Stop | None = None,
-    ) -> StepResult[ObsT]:
-        """Connect and reset ``env``, retrying with backoff while its server is at capacity (until ``deadline``)."""
-        if deadline is None:
-            deadline = Deadline(self._capacity_timeout)
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
-        while True:
-            _check_stop(stop)
-            try:
-                await self._connect_env(env, deadline, stop)
-                return await env.reset(**kwargs)
-            except (CapacityReached, ConnectError) as exc:
-                if not waits_for_capacity(exc):
-                    raise
-                if isinstance(exc, CapacityReached):
-                    self._check_overcommitted(env, exc)
-                if deadline.expired:
-                    raise _still_full(exc, self._capacity_timeout) from None
-                await _pause(deadline.cap(next(delays)), stop)
+    async def _replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[ObsT]], dict[int, PoolError]]:
+        """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
 
-    async def _handle_failures(
-        self, errors: dict[int, OpenEnvError], results: dict[int, StepResult[ObsT]]
-    ) -> dict[int, PoolError]:
-        """With ``on_failure="replace"``: replace each failed session (its result: the new episode's reset).
-
-        Returns the sessions that could not be replaced, with the ``PoolError``
-        saying why; ``errors[i]`` becomes the last replacement attempt's error.
+        Returns the new episodes' reset results, and for the sessions that
+        could not be replaced the ``PoolError`` saying why.
         """
+        replaced: dict[int, StepResult[ObsT]] = {}
         unreplaced: dict[int, PoolError] = {}
-        if self._core.on_failure != "replace":
-            return unreplaced
-        for index in sorted(errors):
+        for index in indices:
             try:
-                results[index] = await self._replace(index)
+                replaced[index] = await self._replace(index)
             except PoolError as exc:
                 unreplaced[index] = exc
-                errors[index] = exc.errors[index]
-        return unreplaced
+        return replaced, unreplaced
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
 
@@ -946,7 +924,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
             calls = self._encode(jobs)
-            self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
+            with self._lock:
+                self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
             self._calls.update(calls)
             for job in jobs:
                 if job.kind is JobKind.FAILED:
@@ -997,7 +976,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
             done, self._ready = list(self._ready), []
             try:
-                while len(done) < min_results and self._flight:
+                while len(done) < min_results and self._tickets:
                     ready = await self._wait_ready(deadline.remaining())
                     for index in ready:
                         errors: dict[int, OpenEnvError] = {}
@@ -1015,28 +994,21 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
-            out: list[Completed[ObsT]] = []
-            unreplaced: dict[int, PoolError] = {}
-            for completed in done:
-                if completed.error is None or completed.replaced:
-                    out.append(completed)
-                    continue
-                try:
-                    result = await self._replace(completed.index)
-                except PoolError as exc:
-                    unreplaced[completed.index] = exc
-                    continue
-                out.append(Completed(completed.index, result, completed.error, replaced=True))
+            failed = dict.fromkeys(c.index for c in done if c.error is not None and not c.replaced)
+            replaced, unreplaced = await self._replace_all(failed)
+            out = [
+                Completed(c.index, replaced[c.index], c.error, replaced=True) if c.index in replaced else c
+                for c in done
+                if c.index not in unreplaced
+            ]
             if unreplaced:
                 # the other completions are not lost: the next recv() returns them
                 self._ready = out + self._ready
-                failed = sorted(unreplaced)
                 kept = {c.index: c.result for c in out}
                 raise PoolError(
-                    f"{len(failed)} failed session(s) could not be replaced (indices {failed}); "
-                    f"{_first(unreplaced)}. The other completions are returned by the next recv()",
+                    recv_unreplaced_message(unreplaced),
                     {c.index: kept.get(c.index) for c in done},  # in order of arrival, None where unreplaced
-                    {i: unreplaced[i].errors[i] for i in failed},
+                    {i: unreplaced[i].errors[i] for i in sorted(unreplaced)},
                 )
             return out
 
@@ -1069,36 +1041,36 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     async def _replace(self, index: int) -> StepResult[ObsT]:
         self._forget([index])
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
-        last: OpenEnvError | None = None
-        for _ in range(self._replace_attempts):
-            if last is not None:
-                await sleep(next(delays))
-            old, provider = self._envs[index], self._providers[index]
-            self._envs[index] = self._new_env(self._urls[index])
-            await _quietly(old.close)
+        provider = self._providers[index]
+        shared = provider is not None and sum(p is provider for p in self._providers) > 1
+        plan = ReplacePlan(index, self._replace_attempts, own_server=self._factory is not None and not shared)
+        while (delay := plan.next_try()) is not None:
+            if delay:
+                await sleep(delay)
             try:
-                shared = provider is not None and sum(p is provider for p in self._providers) > 1
-                if self._factory is not None and not shared:  # a server of its own: a new one
-                    self._providers[index] = None
-                    if provider is not None:
-                        await _quietly(provider.stop)
-                    provider = _make_providers(self._factory, [index], self._env_options)[0]
-                    url = (await start_providers([provider], self._ready_timeout))[0]
-                    self._providers[index], self._urls[index] = provider, url
-                    self._envs[index] = self._new_env(url)
-                result = await self._reset_waiting(self._envs[index], {})
+                result = await self._renew(index, plan.own_server)
             except OpenEnvError as exc:
-                last = exc
+                plan.failed(exc)
                 continue
             self._core.replaced(index, result)
             return result
-        assert last is not None
-        raise PoolError(
-            f"could not replace session {index} in {self._replace_attempts} attempt(s): {type(last).__name__}: {last}",
-            {index: None},
-            {index: last},
-        ) from last
+        raise plan.error() from plan.last
+
+    async def _renew(self, index: int, own_server: bool) -> StepResult[ObsT]:
+        """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
+        old, provider = self._envs[index], self._providers[index]
+        self._envs[index] = self._new_env(self._urls[index])
+        await _quietly(old.close)
+        if own_server and self._factory is not None:
+            self._providers[index] = None
+            if provider is not None:
+                await _quietly(provider.stop)
+            provider = _make_providers(self._factory, [index], self._env_options)[0]
+            url = (await start_providers([provider], self._ready_timeout))[0]
+            self._providers[index], self._urls[index] = provider, url
+            self._envs[index] = self._new_env(url)
+        env = self._envs[index]
+        return await self._with_capacity(env, _bind(_connect_and_reset, env, {}))  # type: ignore[no-any-return]
 
     async def resize(self, size: int) -> None:
         """Grow or shrink the pool to ``size`` sessions.
@@ -1124,7 +1096,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             old = len(self._envs)
             check_size(size)
             if size < old:
-                self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
+                with self._lock:
+                    self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
                 self._forget(range(size, old))
                 kept = _unique(self._providers[:size])
                 envs = self._envs[size:]
@@ -1167,7 +1140,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._envs += envs_new
             self._providers += providers_new
             self._urls += urls
-            self._core.resize(size)
+            with self._lock:
+                self._core.resize(size)
 
     def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
@@ -1190,7 +1164,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     def _take(self) -> tuple[int, Env[ActT, ObsT, StateT]]:
         self._check_open()
-        index = self._core.checkout()
+        with self._lock:
+            index = self._core.checkout()
         return index, self._envs[index]
 
     def _give_back(self, index: int, env: Env[ActT, ObsT, StateT]) -> None:
@@ -1229,6 +1204,11 @@ class _Checkout(Generic[ActT, ObsT, StateT]):
             self._pool._give_back(*taken)
 
 
+async def _connect_and_reset(env: Env[Any, Any, Any], kwargs: Mapping[str, Any]) -> StepResult[Any]:
+    await env.connect()
+    return await env.reset(**kwargs)
+
+
 async def _noop() -> None:
     """Nothing to undo when opening or closing sessions is interrupted."""
 
@@ -1265,30 +1245,9 @@ async def _pause(seconds: float, stop: _Stop | None) -> None:
     _check_stop(stop)
 
 
-def _first(failures: Mapping[int, PoolError]) -> str:
-    index = min(failures)
-    return f"session {index}: {failures[index]}"
-
-
 def _checked_size(size: int) -> int:
     check_size(size)
     return size
-
-
-def _still_full(exc: CapacityReached | ConnectError, waited: float | None) -> OpenEnvError:
-    if isinstance(exc, ConnectError):
-        still = ConnectError(
-            f"{exc}; the server was still overloaded after waiting capacity_timeout={waited} s with backoff. "
-            "Open fewer sessions at once, or raise the server's max_pending"
-        )
-        still.status = exc.status
-        return still
-    return CapacityReached(
-        f"{exc.message}; the server was still full after waiting capacity_timeout={waited} s with backoff. "
-        "Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
-        exc.code,
-        exc.details,
-    )
 
 
 def _make_providers(
