@@ -27,7 +27,7 @@ from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import Request, _Connection
-from .providers import DockerProvider, Provider, ServerProvider
+from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 from .tools import _Tools
 
@@ -297,17 +297,16 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ready_timeout: seconds for the server to answer ``GET /health``
                 (``None`` or ``inf``: no limit).
             **options: the connection options of ``Env(...)``; ``verify`` also
-                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider].
+                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider]
+                (passed to its ``wait_until_ready``: the provider object is not changed).
 
         Raises:
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         ClientOptions.of(options)  # refuse bad options before starting anything
-        if "verify" in options and isinstance(provider, ServerProvider):
-            provider.verify = options["verify"]
         try:
-            (base_url,) = await start_providers([provider], ready_timeout)  # the path pools take too
+            (base_url,) = await start_providers([provider], ready_timeout, verify=options.get("verify"))
             resolved = await schema_codec(codec, base_url, options)
             env = cls(base_url, codec=resolved, **options)
         except BaseException:

@@ -24,7 +24,7 @@ from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import BootstrapError, CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
 from .._core.guard import InFlight
-from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
+from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, VerifyTypes, check_timeout
 from .._core.pool import (
     CapacityWait,
     Completed,
@@ -47,7 +47,7 @@ from . import connection
 from .bootstrap import start_providers
 from .connection import Request, Ticket
 from .env import Env
-from .providers import DockerProvider, Provider, ServerProvider
+from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
 __all__ = ["EnvPool"]
@@ -255,8 +255,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         ClientOptions.of(options)
         count = servers_needed(size, None, cap)  # a server's limit is not known yet: one session each
         placement = assign(size, count)
-        started = _make_providers(factory, range(count), options)
-        server_urls = await _start(started, range(count), ready_timeout)
+        started = _make_providers(factory, range(count))
+        server_urls = await _start(started, range(count), ready_timeout, options.get("verify"))
         providers = [started[server] for server in placement]
         urls = [server_urls[server] for server in placement]
         try:
@@ -1065,8 +1065,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._providers[index] = None
             if provider is not None:
                 await _quietly(provider.stop)
-            provider = _make_providers(self._factory, [index], self._env_options)[0]
-            url = (await start_providers([provider], self._ready_timeout))[0]
+            provider = _make_providers(self._factory, [index])[0]
+            url = (await start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
             self._providers[index], self._urls[index] = provider, url
             self._envs[index] = self._new_env(url)
         env = self._envs[index]
@@ -1117,8 +1117,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 loads = [sum(p is server for p in self._providers) for server in running]
                 chosen = grow(loads, len(indices), self._max_servers)
                 fresh = [i for i, server in zip(indices, chosen, strict=True) if server >= len(running)]
-                started = _make_providers(self._factory, fresh, self._env_options)
-                fresh_urls = await _start(started, fresh, self._ready_timeout) if started else []
+                started = _make_providers(self._factory, fresh)
+                verify = self._env_options.get("verify")
+                fresh_urls = await _start(started, fresh, self._ready_timeout, verify) if started else []
                 servers = [*running, *started]
                 firsts = [next(i for i, q in enumerate(self._providers) if q is p) for p in running]
                 server_urls = [self._urls[i] for i in firsts] + fresh_urls
@@ -1250,9 +1251,7 @@ def _checked_size(size: int) -> int:
     return size
 
 
-def _make_providers(
-    factory: Callable[[int], Provider], indices: Sequence[int], options: Mapping[str, Any]
-) -> list[Provider]:
+def _make_providers(factory: Callable[[int], Provider], indices: Sequence[int]) -> list[Provider]:
     """``factory(i)`` for each index (nothing is started); an error names the index."""
     providers: list[Provider] = []
     for index in indices:
@@ -1260,16 +1259,16 @@ def _make_providers(
             provider = factory(index)
         except Exception as exc:
             raise BootstrapError({index: exc}, len(indices)) from exc
-        if "verify" in options and isinstance(provider, ServerProvider):
-            provider.verify = options["verify"]
         providers.append(provider)
     return providers
 
 
-async def _start(providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None) -> list[str]:
+async def _start(
+    providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None, verify: VerifyTypes | None
+) -> list[str]:
     """``start_providers``; a failure is a ``BootstrapError`` keyed by session index (all were stopped)."""
     try:
-        return await start_providers(providers, ready_timeout)
+        return await start_providers(providers, ready_timeout, verify=verify)
     except BootstrapError as exc:
         raise BootstrapError({indices[i]: e for i, e in exc.failures.items()}, exc.total) from exc.__cause__
     except Exception as exc:
