@@ -12,8 +12,7 @@ replacements (with their messages).  It reads the clock and passes it in.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal
 
@@ -22,31 +21,25 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.retry import Deadline
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
-from .._core.errors import BootstrapError, CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
+from .._core.errors import EnvClosed, OpenEnvError
 from .._core.guard import InFlight
-from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, VerifyTypes, check_timeout
+from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
 from .._core.pool import (
-    CapacityWait,
     Completed,
     Job,
     JobKind,
     PoolCore,
     PoolMetrics,
-    ReplacePlan,
     check_size,
-    overcommit_error,
-    pool_error,
-    recv_unreplaced_message,
-    unreplaced_message,
-    waits_for_capacity,
 )
 from .._core.result import StepResult
-from .._core.servers import assign, check_max_servers, grow, servers_needed
-from .._shim_sync import run_all, sleep, ws_wait_any
-from . import connection
-from .bootstrap import start_providers
+from .._core.servers import check_max_servers
+from .._shim_sync import run_all
 from .connection import Request, Ticket
 from .env import Env
+from .pool_flight import PoolFlight
+from .pool_open import PoolOpening
+from .pool_servers import close_all, first_servers, grow_servers, noop, stop_all, unique
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
@@ -57,7 +50,7 @@ ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
 
-class EnvPool(Generic[ActT, ObsT, StateT]):
+class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     """A pool of environment sessions, stepped together: one [`Env`][openenv.sync.Env] per session.
 
     ``EnvPool(url, size=8)`` opens 8 sessions on one server;
@@ -253,12 +246,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         ClientOptions.of(options)
-        count = servers_needed(size, None, cap)  # a server's limit is not known yet: one session each
-        placement = assign(size, count)
-        started = _make_providers(factory, range(count))
-        server_urls = _start(started, range(count), ready_timeout, options.get("verify"))
-        providers = [started[server] for server in placement]
-        urls = [server_urls[server] for server in placement]
+        started, providers, urls = first_servers(factory, size, cap, ready_timeout, options.get("verify"))
         try:
             resolved = schema_codec(codec, urls[0], options)
             pool = cls(
@@ -272,7 +260,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 **options,
             )
         except BaseException:
-            _stop_all(started)
+            stop_all(started)
             raise
         pool._providers = list(providers)
         pool._factory = factory
@@ -532,85 +520,6 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._opened = True
         return self
 
-    def _open_envs(
-        self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int], *, renew: bool = False
-    ) -> None:
-        """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
-
-        Interrupted (Ctrl-C on the blocking twin, cancellation here), the waits
-        stop and ``envs`` are closed; with ``renew`` the pool's sessions at
-        ``indices`` get fresh clients so that ``connect()`` can be called again.
-        """
-        envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
-        stop = _Stop()
-
-        def interrupted() -> None:
-            stop.set = True  # the waits between tries end; closing ends a handshake or read under way
-            if renew:
-                for index in indices:
-                    self._envs[index] = self._new_env(self._urls[index])
-            for env in envs:
-                _quietly(env.close)
-
-        calls = [_bind(self._with_capacity, env, env.connect, wait, stop) for env in envs]
-        outcomes = run_all(calls, interrupted)
-        errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
-        if errors:
-            for exc in errors.values():
-                if not isinstance(exc, Exception):
-                    raise exc
-            ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
-            first = next(iter(errors.values()))
-            if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
-                raise first  # a full (or overloaded) server: its error says how long the pool waited
-            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
-
-    def _with_capacity(
-        self,
-        env: Env[ActT, ObsT, StateT],
-        call: Callable[[], Any],
-        wait: CapacityWait | None = None,
-        stop: _Stop | None = None,
-    ) -> Any:
-        """``call()``, tried again with backoff while ``env``'s server is full (until the core gives up or ``stop``).
-
-        The one capacity loop of the pool (opening a session, the first reset,
-        a replacement): the core's ``CapacityRetry`` decides each delay, when to
-        give up and what the error says; this only sleeps.
-        """
-        retry = (wait or CapacityWait(self._capacity_timeout, time.monotonic())).retry()
-        while True:
-            _check_stop(stop)
-            try:
-                return call()
-            except (CapacityReached, ConnectError) as exc:
-                if isinstance(exc, CapacityReached):
-                    self._check_overcommitted(env, exc)
-                delay = retry.after(exc, time.monotonic())
-                if delay is None:
-                    final = retry.final(exc)
-                    if final is exc:
-                        raise
-                    raise final from None
-                _pause(delay, stop)
-
-    def _check_overcommitted(self, env: Env[ActT, ObsT, StateT], exc: CapacityReached) -> None:
-        """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
-        sessions = [*zip(self._envs, self._urls, strict=True), *self._growing]
-        url = next((url for known, url in sessions if known is env), None)
-        if url is None:
-            return
-        error = overcommit_error(
-            exc,
-            ours=sum(1 for _, known in sessions if known == url),
-            sessions=len(sessions),
-            servers=len(_unique(self._providers)) if self._factory is not None else None,
-            max_servers=self._max_servers,
-        )
-        if error is not None:
-            raise error from None
-
     def close(self) -> None:
         """Close every session and stop every server the pool started.
 
@@ -621,11 +530,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             return
         self._closed = True
         self._abandon_all()
-        outcomes = run_all([env.close for env in self._envs], _noop)
-        outcomes += run_all([p.stop for p in _unique(self._providers)], _noop)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        close_all(self._envs, unique(self._providers))
 
     def __enter__(self) -> Self:
         try:
@@ -738,163 +643,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 runnable.append(job)
         with self._lock:
             self._core.claim(order, runnable)
-        try:
-            self._pump(calls, errors)
-            while self._tickets:
-                if not self._core.queue:
-                    # nothing waits for a slot: plain blocking reads, in order (no polling)
-                    self._receive_one(next(iter(self._tickets)), results, errors)
-                    continue
-                # requests wait for a slot: read whichever reply comes first, so a slot frees at once
-                for index in self._wait_ready(None):
-                    self._receive_one(index, results, errors)
-                    self._pump(calls, errors)
-        except BaseException:
-            self._abandon_all()
-            raise
+        self._fly(calls, results, errors)
         if what == "reset":
             self._retry_full(jobs, results, errors)
         self._last_errors = dict(errors)
-        unreplaced: dict[int, PoolError] = {}
-        if self._core.on_failure == "replace":
-            replaced, unreplaced = self._replace_all(sorted(errors))
-            results.update(replaced)
-            errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
-        failed = {i: e for i, e in errors.items() if i not in results}
-        if failed:
-            if unreplaced:
-                message = unreplaced_message(what, len(errors), len(order), unreplaced)
-            else:
-                message = pool_error(what, order, results, failed)
-            raise PoolError(message, {i: results.get(i) for i in order}, failed)
+        self._settle_failures(what, order, results, errors)
         return [results[i] for i in order]
-
-    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request]:
-        calls = {}
-        for job in jobs:
-            env = self._envs[job.index]
-            if job.kind is JobKind.RESET:
-                calls[job.index] = connection.reset_request(env, job.kwargs or {})
-            elif job.kind is JobKind.STEP:
-                calls[job.index] = connection.step_request(env, job.action)
-        return calls
-
-    def _pump(self, calls: dict[int, Request], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
-        """Send what the concurrency limit allows, until it allows nothing more.
-
-        A send that fails settles at once (its slot frees for the next queued
-        request), so this never returns with requests queued and a slot free.
-        """
-        failed: list[Completed[ObsT]] = []
-        while True:
-            jobs = self._core.sendable()
-            if not jobs:
-                return failed
-            for k, job in enumerate(jobs):
-                request = calls.pop(job.index)
-                try:
-                    ticket = connection.send(self._envs[job.index], request)
-                except OpenEnvError as exc:
-                    self._core.settled(job, None, exc)
-                    errors[job.index] = exc
-                    failed.append(Completed(job.index, None, exc))
-                    continue
-                except BaseException:
-                    for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
-                        self._core.settled(rest, None, None)
-                    raise
-                self._tickets[job.index] = ticket
-                self._core.sent(job, time.monotonic())
-
-    def _wait_ready(self, wait: float | None) -> list[int]:
-        """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
-
-        Polls the sockets' buffers (``ws_wait_any``); a reply not in within
-        ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
-        """
-        now = time.monotonic()
-        overdue = self._core.overdue(now)
-        if overdue:
-            return overdue
-        indices = self._core.flying()
-        ready = ws_wait_any([self._tickets[i].ws for i in indices], self._core.wait_for(now, wait))
-        return [indices[k] for k in sorted(ready)]
-
-    def _receive_one(
-        self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
-    ) -> None:
-        """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
-        job, ticket = self._core.job(index), self._tickets.pop(index)
-        try:
-            timeout = self._core.read_timeout(index, time.monotonic())
-            result = connection.receive(self._envs[index], ticket, timeout=timeout)
-        except OpenEnvError as exc:
-            errors[index] = exc
-            self._core.settled(job, None, exc)
-            return
-        except BaseException:
-            self._core.settled(job, None, None)
-            raise
-        results[index] = result
-        self._core.settled(job, result, None)
-
-    def _abandon_all(self) -> None:
-        """Interrupted between sending and reading (or closing): every session with a reply pending is lost."""
-        for index, ticket in list(self._tickets.items()):
-            connection.abandon(self._envs[index], ticket)
-            self._core.settled(self._core.job(index), None, EnvClosed("interrupted while its reply was pending"))
-        self._tickets.clear()
-        for job in self._core.unqueue():
-            self._calls.pop(job.index, None)
-
-    def _retry_full(
-        self, jobs: Sequence[Job], results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
-    ) -> None:
-        """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
-        full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
-        if not full:
-            return
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
-        stop = _Stop()
-        envs = [self._envs[job.index] for job in full]
-
-        def interrupted() -> None:
-            stop.set = True
-            for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
-                self._envs[job.index] = self._new_env(self._urls[job.index])
-                _quietly(env.close)
-
-        outcomes = run_all(
-            [
-                _bind(self._with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
-                for job, env in zip(full, envs, strict=True)
-            ],
-            interrupted,
-        )
-        for job, outcome in zip(full, outcomes, strict=True):
-            if isinstance(outcome, OpenEnvError):
-                errors[job.index] = outcome
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                del errors[job.index]
-                results[job.index] = outcome
-                self._core.recovered(job.index, outcome)
-
-    def _replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[ObsT]], dict[int, PoolError]]:
-        """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
-
-        Returns the new episodes' reset results, and for the sessions that
-        could not be replaced the ``PoolError`` saying why.
-        """
-        replaced: dict[int, StepResult[ObsT]] = {}
-        unreplaced: dict[int, PoolError] = {}
-        for index in indices:
-            try:
-                replaced[index] = self._replace(index)
-            except PoolError as exc:
-                unreplaced[index] = exc
-        return replaced, unreplaced
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
 
@@ -974,43 +728,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
-            done, self._ready = list(self._ready), []
-            try:
-                while len(done) < min_results and self._tickets:
-                    ready = self._wait_ready(deadline.remaining())
-                    for index in ready:
-                        errors: dict[int, OpenEnvError] = {}
-                        results: dict[int, StepResult[ObsT]] = {}
-                        self._receive_one(index, results, errors)
-                        self._calls.pop(index, None)
-                        done.append(Completed(index, results.get(index), errors.get(index)))
-                        done.extend(self._pump(self._calls, {}))
-                    if not ready and deadline.expired:
-                        break
-            except BaseException:
-                self._ready = done + self._ready
-                self._abandon_all()
-                raise
+            done = self._collect(min_results, deadline)
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
-            failed = dict.fromkeys(c.index for c in done if c.error is not None and not c.replaced)
-            replaced, unreplaced = self._replace_all(failed)
-            out = [
-                Completed(c.index, replaced[c.index], c.error, replaced=True) if c.index in replaced else c
-                for c in done
-                if c.index not in unreplaced
-            ]
-            if unreplaced:
-                # the other completions are not lost: the next recv() returns them
-                self._ready = out + self._ready
-                kept = {c.index: c.result for c in out}
-                raise PoolError(
-                    recv_unreplaced_message(unreplaced),
-                    {c.index: kept.get(c.index) for c in done},  # in order of arrival, None where unreplaced
-                    {i: unreplaced[i].errors[i] for i in sorted(unreplaced)},
-                )
-            return out
+            return self._replace_completed(done)
 
     # -- replacing, resizing, checking out -----------------------------------------------------------
 
@@ -1039,39 +761,6 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._core.check_free([index])
             return self._replace(index)
 
-    def _replace(self, index: int) -> StepResult[ObsT]:
-        self._forget([index])
-        provider = self._providers[index]
-        shared = provider is not None and sum(p is provider for p in self._providers) > 1
-        plan = ReplacePlan(index, self._replace_attempts, own_server=self._factory is not None and not shared)
-        while (delay := plan.next_try()) is not None:
-            if delay:
-                sleep(delay)
-            try:
-                result = self._renew(index, plan.own_server)
-            except OpenEnvError as exc:
-                plan.failed(exc)
-                continue
-            self._core.replaced(index, result)
-            return result
-        raise plan.error() from plan.last
-
-    def _renew(self, index: int, own_server: bool) -> StepResult[ObsT]:
-        """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
-        old, provider = self._envs[index], self._providers[index]
-        self._envs[index] = self._new_env(self._urls[index])
-        _quietly(old.close)
-        if own_server and self._factory is not None:
-            self._providers[index] = None
-            if provider is not None:
-                _quietly(provider.stop)
-            provider = _make_providers(self._factory, [index])[0]
-            url = (start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
-            self._providers[index], self._urls[index] = provider, url
-            self._envs[index] = self._new_env(url)
-        env = self._envs[index]
-        return self._with_capacity(env, _bind(_connect_and_reset, env, {}))  # type: ignore[no-any-return]
-
     def resize(self, size: int) -> None:
         """Grow or shrink the pool to ``size`` sessions.
 
@@ -1099,32 +788,20 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 with self._lock:
                     self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
                 self._forget(range(size, old))
-                kept = _unique(self._providers[:size])
+                kept = unique(self._providers[:size])
                 envs = self._envs[size:]
-                providers = [p for p in _unique(self._providers[size:]) if not any(p is k for k in kept)]
+                providers = [p for p in unique(self._providers[size:]) if not any(p is k for k in kept)]
                 del self._envs[size:], self._providers[size:], self._urls[size:]
-                outcomes = run_all([env.close for env in envs], _noop)
-                outcomes += run_all([p.stop for p in providers], _noop)
-                for outcome in outcomes:
-                    if isinstance(outcome, BaseException):
-                        raise outcome
+                close_all(envs, providers)
                 return
             indices = range(old, size)
             providers_new: list[Provider | None] = [None] * len(indices)
             started: list[Provider] = []
             if self._factory is not None:
-                running = _unique(self._providers)
-                loads = [sum(p is server for p in self._providers) for server in running]
-                chosen = grow(loads, len(indices), self._max_servers)
-                fresh = [i for i, server in zip(indices, chosen, strict=True) if server >= len(running)]
-                started = _make_providers(self._factory, fresh)
                 verify = self._env_options.get("verify")
-                fresh_urls = _start(started, fresh, self._ready_timeout, verify) if started else []
-                servers = [*running, *started]
-                firsts = [next(i for i, q in enumerate(self._providers) if q is p) for p in running]
-                server_urls = [self._urls[i] for i in firsts] + fresh_urls
-                providers_new = [servers[server] for server in chosen]
-                urls = [server_urls[server] for server in chosen]
+                providers_new, urls, started = grow_servers(
+                    self._factory, self._providers, self._urls, indices, self._max_servers, self._ready_timeout, verify
+                )
             else:
                 urls = [self._urls[i % old] for i in indices]
             envs_new = [self._new_env(url) for url in urls]
@@ -1133,8 +810,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 try:
                     self._open_envs(envs_new, indices)
                 except BaseException:
-                    run_all([env.close for env in envs_new], _noop)
-                    _stop_all(started)
+                    run_all([env.close for env in envs_new], noop)
+                    stop_all(started)
                     raise
                 finally:
                     self._growing = []
@@ -1205,93 +882,6 @@ class _Checkout(Generic[ActT, ObsT, StateT]):
             self._pool._give_back(*taken)
 
 
-def _connect_and_reset(env: Env[Any, Any, Any], kwargs: Mapping[str, Any]) -> StepResult[Any]:
-    env.connect()
-    return env.reset(**kwargs)
-
-
-def _noop() -> None:
-    """Nothing to undo when opening or closing sessions is interrupted."""
-
-
-def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    return lambda: fn(*args)
-
-
-class _Stop:
-    """Set when a call running sessions in parallel is interrupted: their waits between tries end."""
-
-    __slots__ = ("set",)
-
-    def __init__(self) -> None:
-        self.set = False
-
-
-def _check_stop(stop: _Stop | None) -> None:
-    if stop is not None and stop.set:
-        raise EnvClosed("interrupted while opening the session")
-
-
-def _pause(seconds: float, stop: _Stop | None) -> None:
-    """Sleep ``seconds``, in short slices when ``stop`` may end the wait early."""
-    if stop is None:
-        sleep(seconds)
-        return
-    end = time.monotonic() + seconds
-    while not stop.set:
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        sleep(min(left, 0.05))
-    _check_stop(stop)
-
-
 def _checked_size(size: int) -> int:
     check_size(size)
     return size
-
-
-def _make_providers(factory: Callable[[int], Provider], indices: Sequence[int]) -> list[Provider]:
-    """``factory(i)`` for each index (nothing is started); an error names the index."""
-    providers: list[Provider] = []
-    for index in indices:
-        try:
-            provider = factory(index)
-        except Exception as exc:
-            raise BootstrapError({index: exc}, len(indices)) from exc
-        providers.append(provider)
-    return providers
-
-
-def _start(
-    providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None, verify: VerifyTypes | None
-) -> list[str]:
-    """``start_providers``; a failure is a ``BootstrapError`` keyed by session index (all were stopped)."""
-    try:
-        return start_providers(providers, ready_timeout, verify=verify)
-    except BootstrapError as exc:
-        raise BootstrapError({indices[i]: e for i, e in exc.failures.items()}, exc.total) from exc.__cause__
-    except Exception as exc:
-        if len(providers) != 1:
-            raise
-        raise BootstrapError({indices[0]: exc}, 1) from exc
-
-
-def _stop_all(providers: Sequence[Provider]) -> None:
-    run_all([p.stop for p in providers], _noop)
-
-
-def _unique(providers: Sequence[Provider | None]) -> list[Provider]:
-    """The distinct providers (sessions that share a server share its provider), in order."""
-    seen: list[Provider] = []
-    for provider in providers:
-        if provider is not None and not any(provider is known for known in seen):
-            seen.append(provider)
-    return seen
-
-
-def _quietly(fn: Callable[[], Any]) -> None:
-    try:
-        fn()
-    except Exception:  # noqa: BLE001 - replacing: the old session or server is gone either way
-        pass
