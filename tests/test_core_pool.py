@@ -15,9 +15,11 @@ from openenv._core.pool import (
     JobKind,
     PoolCore,
     ReplacePlan,
+    check_replace_attempts,
     overcommit_error,
     recv_unreplaced_message,
     retry_delays,
+    session_urls,
     unreplaced_message,
 )
 from openenv._core.result import StepResult
@@ -228,3 +230,19 @@ def test_the_messages_of_sessions_not_replaced() -> None:
     assert message.startswith("step failed for 2 of 4 session(s) and 2 could not be replaced (indices [1, 3]); ")
     assert "session 1: could not replace session 1" in message and "replace(i)" in message
     assert "returned by the next recv()" in recv_unreplaced_message(errors)
+
+
+def test_session_urls_and_replace_attempts_are_checked_before_anything_is_made() -> None:
+    assert session_urls("ws://a", None) == ["ws://a"] and session_urls("ws://a", 3) == ["ws://a"] * 3
+    assert session_urls(["ws://a", "ws://b"], None) == ["ws://a", "ws://b"] == session_urls(("ws://a", "ws://b"), 2)
+    for base_url, size, message in [
+        ("ws://a", 0, "positive"),
+        ([], None, "empty"),
+        (["ws://a"], 2, "one session per URL"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            session_urls(base_url, size)
+    check_replace_attempts(1)
+    for attempts in (0, True, 1.5):
+        with pytest.raises(ValueError, match="replace_attempts"):
+            check_replace_attempts(attempts)  # type: ignore[arg-type]

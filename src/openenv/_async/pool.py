@@ -30,7 +30,9 @@ from .._core.pool import (
     JobKind,
     PoolCore,
     PoolMetrics,
+    check_replace_attempts,
     check_size,
+    session_urls,
 )
 from .._core.result import StepResult
 from .._core.servers import check_max_servers
@@ -137,16 +139,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         capacity_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> None:
-        if isinstance(base_url, str):
-            urls = [base_url] * (1 if size is None else _checked_size(size))
-        else:
-            urls = list(base_url)
-            if not urls:
-                raise ValueError("base_url is an empty list; give at least one server")
-            if size is not None and size != len(urls):
-                raise ValueError(f"size={size} but {len(urls)} URLs were given (one session per URL)")
-        if isinstance(replace_attempts, bool) or not isinstance(replace_attempts, int) or replace_attempts < 1:
-            raise ValueError(f"replace_attempts must be a positive integer, not {replace_attempts!r}")
+        urls = session_urls(base_url, size)
+        check_replace_attempts(replace_attempts)
         self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
         self._core = PoolCore(
             len(urls),
@@ -266,12 +260,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         pool._factory = factory
         pool._max_servers = cap
         pool._ready_timeout = ready_timeout
-        try:
-            await pool.connect()
-        except BaseException:
-            await pool.close()
-            raise
-        return pool
+        return await pool._connect_or_close()
 
     @classmethod
     async def from_docker_image(
@@ -431,12 +420,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 capacity_timeout=capacity_timeout,
                 **options,
             )
-            try:
-                await pool.connect()
-            except BaseException:
-                await pool.close()
-                raise
-            return pool
+            return await pool._connect_or_close()
         target = where.target
         if where.kind == "image":
 
@@ -533,6 +517,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         await close_all(self._envs, unique(self._providers))
 
     async def __aenter__(self) -> Self:
+        return await self._connect_or_close()
+
+    async def _connect_or_close(self) -> Self:
+        """``connect()``, or close the pool (and stop the servers it started) and re-raise."""
         try:
             return await self.connect()
         except BaseException:
@@ -880,8 +868,3 @@ class _Checkout(Generic[ActT, ObsT, StateT]):
         taken, self._taken = self._taken, None
         if taken is not None:
             self._pool._give_back(*taken)
-
-
-def _checked_size(size: int) -> int:
-    check_size(size)
-    return size

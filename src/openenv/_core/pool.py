@@ -474,6 +474,30 @@ def check_size(size: int) -> None:
         raise ValueError(f"size must be a positive integer, not {size!r}")
 
 
+def session_urls(base_url: str | Sequence[str], size: int | None) -> list[str]:
+    """Each session's server: ``size`` sessions on one ``base_url`` (default 1), or one per URL of a list.
+
+    Raises:
+        ValueError: ``size`` is not a positive integer, the list is empty, or ``size`` differs from its length.
+    """
+    if isinstance(base_url, str):
+        if size is not None:
+            check_size(size)
+        return [base_url] * (1 if size is None else size)
+    urls = list(base_url)
+    if not urls:
+        raise ValueError("base_url is an empty list; give at least one server")
+    if size is not None and size != len(urls):
+        raise ValueError(f"size={size} but {len(urls)} URLs were given (one session per URL)")
+    return urls
+
+
+def check_replace_attempts(attempts: int) -> None:
+    """Raises ``ValueError`` unless ``replace_attempts`` is a positive integer."""
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"replace_attempts must be a positive integer, not {attempts!r}")
+
+
 def _check_len(name: str, values: Sequence[Any], n: int) -> None:
     if len(values) != n:
         raise ValueError(f"{name} has {len(values)} entries for {n} session(s); give one per session")
@@ -674,4 +698,12 @@ def recv_unreplaced_message(unreplaced: Mapping[int, PoolError]) -> str:
     )
 
 
-__all__ += ["check_size", "pool_error", "first_failure", "unreplaced_message", "recv_unreplaced_message"]
+__all__ += [
+    "check_size",
+    "session_urls",
+    "check_replace_attempts",
+    "pool_error",
+    "first_failure",
+    "unreplaced_message",
+    "recv_unreplaced_message",
+]
