@@ -7,10 +7,9 @@ this module does the IO they call for.  It knows nothing about MCP: the tools ro
 (``_Tools`` in ``tools.py``) plugs in through ``_session_ws_url()`` and ``_on_open()``.
 
 It is also the named seam between ``EnvPool`` and the sessions it drives: a pool
-builds each session's [`Request`][openenv._async.connection.Request]
-(`reset_request`, `step_request`), sends it (`send`, which returns a
-[`Ticket`][openenv._async.connection.Ticket]), and later reads the reply
-(`receive`) or gives it up (`abandon`), without reaching into ``Env``.
+builds each session's ``Request`` (``reset_request``, ``step_request``), sends it
+(``send``, which returns a ``Ticket``), and later reads the reply (``receive``)
+or gives it up (``abandon``), without reaching into ``Env``.
 """
 
 from __future__ import annotations

@@ -261,7 +261,8 @@ class PoolOpening:
             self._providers[index], self._urls[index] = provider, url
             self._envs[index] = self._new_env(url)
         env = self._envs[index]
-        return await self._with_capacity(env, _bind(_connect_and_reset, env, {}))  # type: ignore[no-any-return]
+        result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+        return result
 
 
 async def _connect_and_reset(env: Env[Any, Any, Any], kwargs: Mapping[str, Any]) -> StepResult[Any]:

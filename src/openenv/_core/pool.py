@@ -541,7 +541,7 @@ class CapacityWait:
     """The capacity budget of one pool call: every session it opens waits within one ``capacity_timeout``.
 
     Sans-IO: the times come in as arguments (the caller's monotonic clock).
-    Each session that waits takes a [`CapacityRetry`][openenv._core.pool.CapacityRetry]
+    Each session that waits takes a ``CapacityRetry``
     from it (its own backoff, the shared deadline).
 
     Args:

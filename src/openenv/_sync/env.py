@@ -488,10 +488,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return self._request(*self._reset_call(kwargs))
+        return self._request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
 
     def _reset_call(self, kwargs: Mapping[str, Any]) -> Request:
-        """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it itself)."""
+        """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it through the seam)."""
         return Request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
 
     def _step_call(self, action: Any) -> Request:
@@ -530,7 +530,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 f"step() got keyword arguments {sorted(kwargs)}; the OpenEnv WebSocket protocol "
                 "has no way to send them (put them in the action instead)"
             )
-        return self._request(*self._step_call(action))
+        frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]  # the codec checks a dict
+        return self._request(RequestKind.STEP, frame, self._parse_result)
 
     def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).
