@@ -36,12 +36,11 @@ from .._core.pool import (
 )
 from .._core.result import StepResult
 from .._core.servers import check_max_servers
-from .._shim_async import run_all
 from .connection import Request, Ticket
 from .env import Env
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
-from .pool_servers import close_all, first_servers, grow_servers, noop, stop_all, unique
+from .pool_servers import close_all, first_servers, stop_all, unique
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
@@ -770,44 +769,11 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         """
         with self._guard:
             self._check_open()
-            old = len(self._envs)
             check_size(size)
-            if size < old:
-                with self._lock:
-                    self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
-                self._forget(range(size, old))
-                kept = unique(self._providers[:size])
-                envs = self._envs[size:]
-                providers = [p for p in unique(self._providers[size:]) if not any(p is k for k in kept)]
-                del self._envs[size:], self._providers[size:], self._urls[size:]
-                await close_all(envs, providers)
-                return
-            indices = range(old, size)
-            providers_new: list[Provider | None] = [None] * len(indices)
-            started: list[Provider] = []
-            if self._factory is not None:
-                verify = self._env_options.get("verify")
-                providers_new, urls, started = await grow_servers(
-                    self._factory, self._providers, self._urls, indices, self._max_servers, self._ready_timeout, verify
-                )
+            if size < len(self._envs):
+                await self._shrink(size)
             else:
-                urls = [self._urls[i % old] for i in indices]
-            envs_new = [self._new_env(url) for url in urls]
-            if self._opened:
-                self._growing = list(zip(envs_new, urls, strict=True))
-                try:
-                    await self._open_envs(envs_new, indices)
-                except BaseException:
-                    await run_all([env.close for env in envs_new], noop)
-                    await stop_all(started)
-                    raise
-                finally:
-                    self._growing = []
-            self._envs += envs_new
-            self._providers += providers_new
-            self._urls += urls
-            with self._lock:
-                self._core.resize(size)
+                await self._grow(size)
 
     def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.

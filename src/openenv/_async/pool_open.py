@@ -9,6 +9,7 @@ starts servers, sleeps and reports.  A mixin of ``EnvPool`` (no public API).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ from .._core.result import StepResult
 from .._shim_async import run_all, sleep
 from .bootstrap import start_providers
 from .env import Env
-from .pool_servers import make_providers, quietly, unique
+from .pool_servers import close_all, grow_servers, make_providers, noop, quietly, stop_all, unique
 from .providers import Provider
 
 
@@ -49,6 +50,9 @@ class PoolOpening:
     _env_options: dict[str, Any]
     _core: PoolCore
     _ready: list[Completed[Any]]
+    _opened: bool
+    #: the lock of the sessions' books (``checkout()`` may run on any thread)
+    _lock: threading.Lock
 
     def _new_env(self, url: str) -> Env[Any, Any, Any]:
         raise NotImplementedError  # EnvPool's
@@ -168,6 +172,52 @@ class PoolOpening:
                 del errors[job.index]
                 results[job.index] = outcome
                 self._core.recovered(job.index, outcome)
+
+    async def _shrink(self, size: int) -> None:
+        """``resize`` down: close the last sessions and stop the servers no kept session uses."""
+        old = len(self._envs)
+        with self._lock:
+            self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
+        self._forget(range(size, old))
+        kept = unique(self._providers[:size])
+        envs = self._envs[size:]
+        providers = [p for p in unique(self._providers[size:]) if not any(p is k for k in kept)]
+        del self._envs[size:], self._providers[size:], self._urls[size:]
+        await close_all(envs, providers)
+
+    async def _grow(self, size: int) -> None:
+        """``resize`` up: new sessions on the same servers or new ones, opened at once when the pool is open.
+
+        Nothing is added when a server cannot be started or a session opened
+        (what was started for them is stopped).
+        """
+        old = len(self._envs)
+        indices = range(old, size)
+        providers_new: list[Provider | None] = [None] * len(indices)
+        started: list[Provider] = []
+        if self._factory is not None:
+            verify = self._env_options.get("verify")
+            providers_new, urls, started = await grow_servers(
+                self._factory, self._providers, self._urls, indices, self._max_servers, self._ready_timeout, verify
+            )
+        else:
+            urls = [self._urls[i % old] for i in indices]
+        envs_new = [self._new_env(url) for url in urls]
+        if self._opened:
+            self._growing = list(zip(envs_new, urls, strict=True))
+            try:
+                await self._open_envs(envs_new, indices)
+            except BaseException:
+                await run_all([env.close for env in envs_new], noop)
+                await stop_all(started)
+                raise
+            finally:
+                self._growing = []
+        self._envs += envs_new
+        self._providers += providers_new
+        self._urls += urls
+        with self._lock:
+            self._core.resize(size)
 
     async def _settle_failures(
         self, what: str, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
