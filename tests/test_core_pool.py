@@ -1,11 +1,27 @@
-"""The sans-IO decisions of ``EnvPool`` (``_core/pool.py``): planning, autoreset, the queue, bookkeeping."""
+"""The sans-IO decisions of ``EnvPool`` (``_core/pool.py``): planning, autoreset, the queue, bookkeeping,
+send times and due replies, capacity waits and replacements, all without a socket or a clock."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from openenv._core.errors import ExecutionError, SessionBusy
-from openenv._core.pool import Completed, JobKind, PoolCore
+from openenv._core.errors import CapacityReached, ConnectError, ExecutionError, PoolError, SessionBusy, SessionLost
+from openenv._core.pool import (
+    CapacityWait,
+    Completed,
+    Job,
+    JobKind,
+    PoolCore,
+    ReplacePlan,
+    check_replace_attempts,
+    overcommit_error,
+    recv_unreplaced_message,
+    retry_delays,
+    session_urls,
+    unreplaced_message,
+)
 from openenv._core.result import StepResult
 
 
@@ -72,9 +88,7 @@ def test_checkout_resize_and_arguments() -> None:
     assert Completed(0, None, None).ok and not Completed(0, None, ExecutionError("x", "E")).ok
 
 
-def test_taking_sessions_is_atomic_across_threads() -> None:
-    import threading
-
+def test_claim_checks_and_queues_in_one_step() -> None:
     core = _core(2)
     # a session checked out between a call's check and its queueing: claim() refuses it, queueing nothing
     assert core.checkout() == 0
@@ -84,13 +98,151 @@ def test_taking_sessions_is_atomic_across_threads() -> None:
     assert not core.queue and core.slots[1].state is None
     core.claim([1], step[1:])
     assert core.slots[1].state == "queued"
-    # checkout() takes the same lock: it waits while a claim is being made
-    core.checkin(0)
-    taken: list[int] = []
-    with core._lock:
-        thread = threading.Thread(target=lambda: taken.append(core.checkout()))
-        thread.start()
-        thread.join(0.2)
-        assert thread.is_alive() and taken == []
-    thread.join()
-    assert taken == [0]
+
+
+def test_the_core_takes_no_lock_and_reads_no_clock() -> None:
+    # sans-IO: the IO layer that shares a pool between threads (checkout()) holds the lock, and passes the time in
+    import openenv._core.pool as module
+
+    assert not {"threading", "time", "monotonic"} & set(vars(module))
+    assert not any("lock" in name.lower() for name in vars(_core()))
+
+
+# -- in flight: send times, overdue replies, read timeouts (the clock is passed in) -------------------
+
+
+def _sent(core: PoolCore, times: list[float]) -> list[Job]:
+    core.enqueue(core.plan_step(list(range(len(times))), [{}] * len(times)))
+    jobs = core.sendable()
+    for job, at in zip(jobs, times, strict=True):
+        core.sent(job, at)
+    return jobs
+
+
+def test_replies_fall_due_message_timeout_after_their_own_send() -> None:
+    core = _core(3, message_timeout=2.5)
+    jobs = _sent(core, [100.0, 100.5, 101.0])
+    assert core.flying() == [0, 1, 2] and core.job(1) is jobs[1]
+    assert core.overdue(102.4) == [] and core.next_due(102.4) == pytest.approx(0.1)
+    assert core.overdue(103.0) == [0, 1] and core.next_due(103.0) == 0.0
+    # a reply read late gets what is left of its own budget, never less than a millisecond
+    assert core.read_timeout(2, 102.0) == pytest.approx(1.5)
+    assert core.read_timeout(0, 200.0) == 0.001
+    # waiting: the caller's bound, or less when a reply falls due first
+    assert core.wait_for(101.0, None) == pytest.approx(1.5) and core.wait_for(101.0, 0.2) == 0.2
+    core.settled(jobs[0], StepResult({}), None)
+    assert core.flying() == [1, 2] and core.overdue(103.0) == [1]
+
+
+def test_without_message_timeout_nothing_is_ever_overdue() -> None:
+    core = _core(2)
+    _sent(core, [0.0, 1.0])
+    assert core.overdue(1e9) == [] and core.next_due(1e9) is None
+    assert core.read_timeout(0, 1e9) is None and core.wait_for(5.0, None) is None and core.wait_for(5.0, 3.0) == 3.0
+    assert _core(1, message_timeout=1.0).next_due(0.0) is None  # nothing in flight
+
+
+def test_a_session_settled_or_unqueued_leaves_the_books() -> None:
+    core = _core(3, max_concurrency=1, message_timeout=1.0)
+    core.enqueue(core.plan_step([0, 1, 2], [{}] * 3))
+    (job,) = core.sendable()
+    core.sent(job, 0.0)
+    assert [j.index for j in core.unqueue()] == [1, 2]
+    core.settled(job, None, SessionLost("gone"))
+    assert core.flying() == [] and core.metrics([True] * 3).in_flight == 0
+    assert core.metrics([True] * 3).failures == 1
+
+
+# -- capacity waits: one budget per call, one backoff per session, the messages --------------------
+
+
+def _full(**details: object) -> CapacityReached:
+    return CapacityReached("at capacity", "CAPACITY_REACHED", dict(details))
+
+
+def test_capacity_retries_back_off_within_one_shared_deadline() -> None:
+    wait = CapacityWait(1.0, now=10.0)
+    first, second = wait.retry(), wait.retry()  # two sessions of one call
+    assert [first.after(_full(), 10.0) for _ in range(5)] == [0.05, 0.05, 0.05, 0.1, 0.2]
+    assert second.after(_full(), 10.0) == 0.05  # its own backoff
+    assert first.after(_full(), 10.9) == pytest.approx(0.1)  # capped by the shared deadline
+    assert first.after(_full(), 11.0) is None and second.after(_full(), 12.0) is None  # the budget is spent
+    assert list(itertools.islice(retry_delays(), 10))[-1] == 2.0  # the ceiling
+
+
+def test_capacity_gives_up_saying_how_long_it_waited() -> None:
+    retry = CapacityWait(3.0, now=0.0).retry()
+    final = retry.final(_full(active_sessions=4, max_sessions=4))
+    assert isinstance(final, CapacityReached) and final.details == {"active_sessions": 4, "max_sessions": 4}
+    assert "still full after waiting capacity_timeout=3.0 s" in str(final) and "MAX_CONCURRENT_ENVS" in str(final)
+    overloaded = ConnectError("server rejected WebSocket connection: HTTP 503")
+    overloaded.status = 503
+    assert retry.after(overloaded, 1.0) == 0.05
+    still = retry.final(overloaded)
+    assert isinstance(still, ConnectError) and still.status == 503 and "max_pending" in str(still)
+
+
+def test_only_a_full_or_overloaded_server_is_waited_for() -> None:
+    retry = CapacityWait(None, now=0.0).retry()
+    refused = ConnectError("connection refused")
+    assert retry.after(refused, 0.0) is None and retry.final(refused) is refused  # raised unchanged
+    lost = SessionLost("gone")
+    assert retry.after(lost, 0.0) is None and retry.final(lost) is lost
+    assert retry.after(_full(), 1e9) == 0.05  # capacity_timeout=None: no limit
+
+
+def test_an_overcommitted_server_is_refused_at_once() -> None:
+    full = _full(active_sessions=2, max_sessions=2)
+    assert overcommit_error(full, ours=2, sessions=4, servers=None, max_servers=None) is None  # it fits: wait
+    assert overcommit_error(_full(), ours=9, sessions=9, servers=None, max_servers=None) is None  # limit unknown
+    given = overcommit_error(full, ours=3, sessions=3, servers=None, max_servers=None)
+    assert given is not None and "holds 2 session(s) and this pool opens 3" in str(given)
+    started = overcommit_error(full, ours=3, sessions=6, servers=2, max_servers=2)
+    assert started is not None and "max_servers" in str(started) and started.details == full.details
+
+
+# -- replacing failed sessions: attempts, backoff and the messages -------------------------------------
+
+
+def test_a_replace_plan_tries_its_attempts_with_backoff_then_says_why() -> None:
+    plan = ReplacePlan(2, 3, own_server=True)
+    assert plan.next_try() == 0.0  # the first try at once
+    plan.failed(ConnectError("refused"))
+    assert plan.next_try() == 0.05
+    plan.failed(SessionLost("gone"))
+    assert plan.next_try() == 0.05
+    plan.failed(ConnectError("refused again"))
+    assert plan.next_try() is None
+    error = plan.error()
+    assert isinstance(error, PoolError) and error.results == {2: None}
+    assert str(error.errors[2]) == "refused again"
+    assert str(error).startswith("could not replace session 2 in 3 attempt(s): ConnectError: refused again")
+    assert ReplacePlan(0, 1, own_server=False).next_try() == 0.0
+
+
+def test_the_messages_of_sessions_not_replaced() -> None:
+    unreplaced = {3: ReplacePlan(3, 1, own_server=False), 1: ReplacePlan(1, 1, own_server=False)}
+    for plan in unreplaced.values():
+        plan.next_try()
+        plan.failed(ConnectError("down"))
+    errors = {i: plan.error() for i, plan in unreplaced.items()}
+    message = unreplaced_message("step", 2, 4, errors)
+    assert message.startswith("step failed for 2 of 4 session(s) and 2 could not be replaced (indices [1, 3]); ")
+    assert "session 1: could not replace session 1" in message and "replace(i)" in message
+    assert "returned by the next recv()" in recv_unreplaced_message(errors)
+
+
+def test_session_urls_and_replace_attempts_are_checked_before_anything_is_made() -> None:
+    assert session_urls("ws://a", None) == ["ws://a"] and session_urls("ws://a", 3) == ["ws://a"] * 3
+    assert session_urls(["ws://a", "ws://b"], None) == ["ws://a", "ws://b"] == session_urls(("ws://a", "ws://b"), 2)
+    for base_url, size, message in [
+        ("ws://a", 0, "positive"),
+        ([], None, "empty"),
+        (["ws://a"], 2, "one session per URL"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            session_urls(base_url, size)
+    check_replace_attempts(1)
+    for attempts in (0, True, 1.5):
+        with pytest.raises(ValueError, match="replace_attempts"):
+            check_replace_attempts(attempts)  # type: ignore[arg-type]

@@ -133,3 +133,30 @@ def test_one_loader_for_module_attr_specs() -> None:
         if isinstance(node, ast.FunctionDef) and node.name in ("load_factory", "load_object")
     )
     assert definers == ["openenv._core.loader", "openenv._core.loader"]
+
+
+def _private_reaches(path: pathlib.Path) -> list[str]:
+    """``x._name`` on anything but the pool itself, and private names imported, in ``path``.
+
+    The pool itself: ``self``, ``pool`` (the one a constructor builds) and a checkout's ``self._pool``.
+    """
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            found += [f"import {alias.name}" for alias in node.names if alias.name.startswith("_")]
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = ast.unparse(node.value)
+            if base not in ("self", "pool", "self._pool"):
+                found.append(f"{base}.{node.attr} (line {node.lineno})")
+    return found
+
+
+def test_the_pool_drives_its_sessions_only_through_the_connection_seam(tmp_path: pathlib.Path) -> None:
+    """``EnvPool`` touches no ``env._*``: it builds, sends, receives and abandons through ``connection``'s seam."""
+    for flavour in ("_async", "_sync"):
+        path = SRC / flavour / "pool.py"
+        assert _private_reaches(path) == [], f"{path} reaches into private names"
+    # the check itself bites on what the pool did before
+    probe = tmp_path / "pool.py"
+    probe.write_text("from .env import _schema_codec\nasync def f(env, sent):\n    env._abandon(sent)\n")
+    assert _private_reaches(probe) == ["import _schema_codec", "env._abandon (line 3)"]

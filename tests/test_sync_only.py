@@ -286,3 +286,21 @@ def test_an_overloaded_server_refusing_mid_handshake_gives_a_connect_error(caplo
     refused = [o for o in outcomes if "HTTP 503" in o]
     assert all("Too many pending connections" in o for o in refused)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("openenv.websockets")] == []
+
+
+def test_taking_sessions_is_atomic_across_threads() -> None:
+    """``checkout()`` may run on any thread beside a pool call: the pool (the IO layer) holds the lock, not its core."""
+    from openenv.sync import EnvPool, SessionBusy
+
+    pool: EnvPool[Any, Any, Any] = EnvPool("http://127.0.0.1:9", size=2)  # nothing is opened until connect()
+    taken: list[int] = []
+    with pool._lock:  # as a step() does while it checks its sessions and queues their requests
+        thread = threading.Thread(target=lambda: taken.append(pool.envs.index(pool.checkout().__enter__())))
+        thread.start()
+        thread.join(0.2)
+        assert thread.is_alive() and taken == []  # waits for the lock
+    thread.join()
+    assert taken == [0]
+    with pytest.raises(SessionBusy, match="checked out"):
+        pool.step([{}, {}])  # refused before anything is sent (nothing listens on port 9)
+    pool.close()

@@ -15,6 +15,7 @@ import pytest
 from openenv.sync import (
     ConnectError,
     Env,
+    EnvPool,
     InvalidHeader,
     InvalidOption,
     MessageTimeout,
@@ -285,6 +286,33 @@ def test_tls_verify_reaches_health_checks_and_production_mcp(
     with pytest.raises(ConnectError, match="production mode"):  # past TLS: our server drops POST bodies
         env.reset()
     env.close()
+
+
+def test_verify_reaches_the_health_checks_without_changing_the_users_provider(
+    tls_server: Any, tls_files: Any
+) -> None:
+    provider = RunningServer(tls_server.url)
+    with Env.from_provider(provider, verify=tls_files.ca) as env:  # its health check over https
+        assert (env.reset(start=2)).observation["count"] == 2
+    assert "verify" not in vars(provider) and provider.verify is True  # passed through, never set on it
+    made: list[RunningServer] = []
+
+    def factory(index: int) -> RunningServer:
+        made.append(RunningServer(tls_server.url))
+        return made[-1]
+
+    with EnvPool.from_provider(factory, size=2, verify=tls_files.ca) as pool:
+        pool.reset()
+        pool.replace(1)  # a new server from the factory: its health check too
+    assert len(made) == 3 and not any("verify" in vars(p) for p in made)
+
+    class OwnCheck(RunningServer):
+        def wait_until_ready(self, base_url: str, timeout: float | None) -> None:
+            self.checked = True  # an override without verify= is still called, as before
+
+    own = OwnCheck(tls_server.url)
+    with Env.from_provider(own, verify=tls_files.ca) as env:
+        assert own.checked and (env.reset(start=3)).observation["count"] == 3
 
 
 def test_ssl_cert_file_serves_the_websocket_and_the_http_calls(

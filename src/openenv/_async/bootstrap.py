@@ -11,17 +11,20 @@ together with the same budget (one deadline for all).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._core.errors import BootstrapError
-from .._core.options import check_timeout
+from .._core.options import VerifyTypes, check_timeout
 from .._shim_async import run_all
-from .providers import Provider
+from .providers import Provider, ServerProvider
 
 __all__ = ["start_providers"]
 
 
-async def start_providers(providers: Sequence[Provider], ready_timeout: float | None) -> list[str]:
+async def start_providers(
+    providers: Sequence[Provider], ready_timeout: float | None, *, verify: VerifyTypes | None = None
+) -> list[str]:
     """Start every provider, then wait until each server is ready; return their base URLs in order.
 
     All ``start()`` calls run at once, then all ``wait_until_ready()`` calls
@@ -33,6 +36,9 @@ async def start_providers(providers: Sequence[Provider], ready_timeout: float | 
     Args:
         providers: the providers, each used for one server.
         ready_timeout: seconds for the servers to answer (``None`` or ``inf``: no limit).
+        verify: the client's ``verify=`` (``None``: not given), used by the
+            health checks of each ``ServerProvider`` that does not override
+            ``wait_until_ready``; the providers themselves are not changed.
 
     Returns:
         The base URL of each provider's server, in the order of ``providers``.
@@ -57,7 +63,7 @@ async def start_providers(providers: Sequence[Provider], ready_timeout: float | 
         if not failures:
             urls = [str(url) for url in started]
             pairs = zip(providers, urls, strict=True)
-            waits = [functools.partial(p.wait_until_ready, url, ready_timeout) for p, url in pairs]
+            waits = [_ready_wait(p, url, ready_timeout, verify) for p, url in pairs]
             failures = _failures(await run_all(waits, stop_all))
             if not failures:
                 return urls
@@ -66,6 +72,23 @@ async def start_providers(providers: Sequence[Provider], ready_timeout: float | 
         raise
     await _stop_all(providers)
     raise _error(failures, len(providers))
+
+
+def _ready_wait(
+    provider: Provider, url: str, ready_timeout: float | None, verify: VerifyTypes | None
+) -> Callable[[], Any]:
+    """``provider.wait_until_ready(url, ready_timeout)``, with the client's ``verify`` when one was given.
+
+    A ``ServerProvider`` whose readiness wait is the built-in one polls with
+    ``verify``; any other provider (or an override) is called as the protocol says.
+    """
+    if (
+        verify is not None
+        and isinstance(provider, ServerProvider)
+        and type(provider).wait_until_ready is ServerProvider.wait_until_ready
+    ):
+        return functools.partial(provider._poll_health, url, ready_timeout, verify)
+    return functools.partial(provider.wait_until_ready, url, ready_timeout)
 
 
 def _failures(results: Sequence[object]) -> dict[int, BaseException]:

@@ -5,14 +5,19 @@ The sans-IO ``Session`` (``_core/session.py``) makes the decisions (whether a ca
 may reconnect, what a lost connection means for the episode, which error to raise);
 this module does the IO they call for.  It knows nothing about MCP: the tools room
 (``_Tools`` in ``tools.py``) plugs in through ``_session_ws_url()`` and ``_on_open()``.
+
+It is also the named seam between ``EnvPool`` and the sessions it drives: a pool
+builds each session's ``Request`` (``reset_request``, ``step_request``), sends it
+(``send``, which returns a ``Ticket``), and later reads the reply (``receive``)
+or gives it up (``abandon``), without reaching into ``Env``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from types import EllipsisType
-from typing import Any
+from typing import Any, NamedTuple
 
 from typing_extensions import TypeVar
 from websockets.exceptions import ConnectionClosed
@@ -26,7 +31,32 @@ from .._core.session import Attempt, RequestKind, Session
 from .._core.urls import Endpoints
 from .._shim_async import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 
+__all__ = ["Request", "Ticket", "reset_request", "step_request", "send", "receive", "abandon"]
+
 T = TypeVar("T")
+
+
+class Request(NamedTuple):
+    """One request of a session, built before anything is sent: its kind, its frame and its reply's parser."""
+
+    kind: RequestKind
+    frame: str
+    parse: Callable[[dict[str, Any]], Any]
+
+
+class Ticket:
+    """A request that went out and awaits its reply: what ``send()`` returns, for ``receive()`` or ``abandon()``.
+
+    Attributes:
+        ws: the WebSocket the reply comes on (a pool waits on several at once).
+    """
+
+    __slots__ = ("kind", "frame", "attempt", "ws", "parse")
+
+    def __init__(
+        self, kind: RequestKind, frame: str, attempt: Attempt, ws: WebSocket, parse: Callable[[dict[str, Any]], Any]
+    ) -> None:
+        self.kind, self.frame, self.attempt, self.ws, self.parse = kind, frame, attempt, ws, parse
 
 
 class _Connection:
@@ -51,6 +81,14 @@ class _Connection:
         with self._guard:
             if self._ws is None or self._loop is not loop_token():
                 await self._open()
+
+    def _reset_call(self, kwargs: Mapping[str, Any]) -> Request:
+        """The request ``reset(**kwargs)`` sends (``Env`` defines it)."""
+        raise NotImplementedError
+
+    def _step_call(self, action: Any) -> Request:
+        """The request ``step(action)`` sends (``Env`` defines it; the codec checks the action)."""
+        raise NotImplementedError
 
     async def _session_ws_url(self) -> str:
         """The ``/ws`` URL to open (the tools room attaches it to a session in production mode)."""
@@ -133,10 +171,10 @@ class _Connection:
         from the envelope check or from ``parse``, closes the connection (its state is
         unknown), as the error promises.
         """
-        sent = await self._send(kind, frame)
+        sent = await self._send(kind, frame, parse)
         return await self._receive(sent, parse)
 
-    async def _send(self, kind: RequestKind, frame: str) -> _Sent:
+    async def _send(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], Any]) -> Ticket:
         """The send half of a request: take the session's in-flight slot and send ``frame``.
 
         The slot stays taken until ``_receive()`` (or ``_abandon()``) of the
@@ -146,12 +184,14 @@ class _Connection:
         self._session.check_open()
         self._guard.__enter__()
         try:
-            return await self._send_attempt(kind, frame, 1)
+            return await self._send_attempt(kind, frame, 1, parse)
         except BaseException:
             self._guard.__exit__(None, None, None)
             raise
 
-    async def _send_attempt(self, kind: RequestKind, frame: str, number: int) -> _Sent:
+    async def _send_attempt(
+        self, kind: RequestKind, frame: str, number: int, parse: Callable[[dict[str, Any]], Any]
+    ) -> Ticket:
         session = self._session
         reused = self._ws is not None
         ws = await self._socket_for(kind)
@@ -173,9 +213,9 @@ class _Connection:
             # cancelled or interrupted mid-request: the reply may still come, never reuse it
             self._lose_now(Session.interrupted_reason(kind), had_episode=attempt.had_episode)
             raise
-        return _Sent(kind, frame, attempt, ws)
+        return Ticket(kind, frame, attempt, ws, parse)
 
-    def _abandon(self, sent: _Sent) -> None:
+    def _abandon(self, sent: Ticket) -> None:
         """Give up on a sent request without reading its reply: the session is lost (the reply may still come)."""
         try:
             if self._ws is sent.ws:
@@ -184,7 +224,7 @@ class _Connection:
             self._guard.__exit__(None, None, None)
 
     async def _receive(
-        self, sent: _Sent, parse: Callable[[dict[str, Any]], T], *, timeout: float | None | EllipsisType = ...
+        self, sent: Ticket, parse: Callable[[dict[str, Any]], T], *, timeout: float | None | EllipsisType = ...
     ) -> T:
         """The receive half of a request: read the reply of ``sent`` and return ``parse(data)``.
 
@@ -199,7 +239,7 @@ class _Connection:
         finally:
             self._guard.__exit__(None, None, None)
 
-    async def _receive_reply(self, sent: _Sent, parse: Callable[[dict[str, Any]], T], timeout: float | None) -> T:
+    async def _receive_reply(self, sent: Ticket, parse: Callable[[dict[str, Any]], T], timeout: float | None) -> T:
         session = self._session
         while True:
             kind, attempt, ws = sent.kind, sent.attempt, sent.ws
@@ -210,7 +250,7 @@ class _Connection:
                 await self._lose(Session.closed_reason(kind))
                 if session.may_retry(attempt, error):
                     # a stale socket with nothing to lose: one fresh try
-                    sent = await self._send_attempt(kind, sent.frame, 2)
+                    sent = await self._send_attempt(kind, sent.frame, 2, sent.parse)
                     timeout = self._options.message_timeout
                     continue
                 raise error from None
@@ -240,10 +280,39 @@ class _Connection:
                 raise
 
 
-class _Sent:
-    """A request that went out and awaits its reply (the ticket from ``_send`` to ``_receive``)."""
+# -- the seam a pool drives sessions through ------------------------------------------------------
 
-    __slots__ = ("kind", "frame", "attempt", "ws")
 
-    def __init__(self, kind: RequestKind, frame: str, attempt: Attempt, ws: WebSocket) -> None:
-        self.kind, self.frame, self.attempt, self.ws = kind, frame, attempt, ws
+def reset_request(env: _Connection, kwargs: Mapping[str, Any]) -> Request:
+    """The request ``env.reset(**kwargs)`` would send (nothing is sent)."""
+    return env._reset_call(kwargs)
+
+
+def step_request(env: _Connection, action: Any) -> Request:
+    """The request ``env.step(action)`` would send (nothing is sent).
+
+    Raises:
+        InvalidAction: the codec refused the action.
+    """
+    return env._step_call(action)
+
+
+async def send(env: _Connection, request: Request) -> Ticket:
+    """Send ``request`` on ``env``'s session (connecting first when it must) and return its ticket.
+
+    The session's in-flight slot stays taken until `receive()` or `abandon()` of the ticket.
+    """
+    return await env._send(request.kind, request.frame, request.parse)
+
+
+async def receive(env: _Connection, ticket: Ticket, *, timeout: float | None) -> Any:
+    """Read the reply of ``ticket`` within ``timeout`` seconds (``None``: no limit) and return it parsed.
+
+    Raises what ``Env``'s own call would (``MessageTimeout``, ``SessionLost``, a server error, ...).
+    """
+    return await env._receive(ticket, ticket.parse, timeout=timeout)
+
+
+def abandon(env: _Connection, ticket: Ticket) -> None:
+    """Give up on ``ticket`` without reading its reply: the session is lost (the reply may still come)."""
+    env._abandon(ticket)

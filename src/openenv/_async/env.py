@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._blocking.sources import checkout_app, classify_source, hosted_headers, is_environment_dir
+from .._blocking.sources import classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
-from .._core.errors import ProtocolError
 from .._core.guard import InFlight
 from .._core.mcp import McpState
 from .._core.options import (
@@ -25,12 +24,11 @@ from .._core.options import (
     check_timeout,
 )
 from .._core.session import RequestKind, Session
-from .._core.targets import check_checkout
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
-from .connection import _Connection
-from .http import get_json
-from .providers import CheckoutProvider, DockerProvider, Provider, ServerProvider
+from .connection import Request, _Connection
+from .providers import DockerProvider, Provider
+from .resolve import checkout_provider, schema_codec
 from .tools import _Tools
 
 if TYPE_CHECKING:
@@ -299,18 +297,17 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ready_timeout: seconds for the server to answer ``GET /health``
                 (``None`` or ``inf``: no limit).
             **options: the connection options of ``Env(...)``; ``verify`` also
-                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider].
+                applies to the health checks of a [`ServerProvider`][openenv.sync.ServerProvider]
+                (passed to its ``wait_until_ready``: the provider object is not changed).
 
         Raises:
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         ClientOptions.of(options)  # refuse bad options before starting anything
-        if "verify" in options and isinstance(provider, ServerProvider):
-            provider.verify = options["verify"]
         try:
-            (base_url,) = await start_providers([provider], ready_timeout)  # the path pools take too
-            resolved = await _schema_codec(codec, base_url, options)
+            (base_url,) = await start_providers([provider], ready_timeout, verify=options.get("verify"))
+            resolved = await schema_codec(codec, base_url, options)
             env = cls(base_url, codec=resolved, **options)
         except BaseException:
             await provider.stop()
@@ -456,12 +453,12 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
-                resolved = await _schema_codec(codec, where.target, options)
+                resolved = await schema_codec(codec, where.target, options)
                 return await cls(where.target, codec=resolved, **options)._connect_or_close()
             if where.kind == "image":
                 provider = DockerProvider(where.target, env_vars=env_vars, port=port)
             else:
-                provider = _checkout_provider(where.target, command, env_vars, port, install)
+                provider = checkout_provider(where.target, command, env_vars, port, install)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
     @classmethod
@@ -491,19 +488,19 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return await self._request(*self._reset_call(kwargs))
+        return await self._request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
 
-    def _reset_call(self, kwargs: Mapping[str, Any]) -> tuple[RequestKind, str, Callable[[dict[str, Any]], Any]]:
-        """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it itself)."""
-        return RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset
+    def _reset_call(self, kwargs: Mapping[str, Any]) -> Request:
+        """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it through the seam)."""
+        return Request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
 
-    def _step_call(self, action: Any) -> tuple[RequestKind, str, Callable[[dict[str, Any]], Any]]:
+    def _step_call(self, action: Any) -> Request:
         """The request ``step(action)`` sends (the codec checks the action here: nothing is sent yet).
 
         Raises:
             InvalidAction: the codec refused the action.
         """
-        return RequestKind.STEP, frames.encode_step(self._step_payload(action)), self._parse_result
+        return Request(RequestKind.STEP, frames.encode_step(self._step_payload(action)), self._parse_result)
 
     async def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -533,7 +530,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 f"step() got keyword arguments {sorted(kwargs)}; the OpenEnv WebSocket protocol "
                 "has no way to send them (put them in the action instead)"
             )
-        return await self._request(*self._step_call(action))
+        frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]  # the codec checks a dict
+        return await self._request(RequestKind.STEP, frame, self._parse_result)
 
     async def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).
@@ -614,35 +612,3 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ParseError: the state does not match the codec's state model.
         """
         return self._codec._parse_state(payload)  # type: ignore[no-any-return, unused-ignore]
-
-
-async def _schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
-    """``codec``, or for ``codec="schema"`` the codec built from the server's ``GET /schema``.
-
-    Raises:
-        ConnectError: ``/schema`` could not be fetched.
-        ProtocolError: ``/schema`` did not answer a JSON object.
-    """
-    if not (isinstance(codec, str) and codec == "schema"):
-        return codec
-    schema = await get_json(base_url, "/schema", ClientOptions.of(options))
-    if not isinstance(schema, dict):
-        raise ProtocolError(f"{redact_url(parse_base_url(base_url).http('/schema'))} did not answer a JSON object")
-    return Codec.from_schema(schema)
-
-
-def _checkout_provider(
-    directory: str,
-    command: Sequence[str] | None,
-    env_vars: Mapping[str, str] | None,
-    port: int | None,
-    install: bool = False,
-) -> CheckoutProvider:
-    """The provider for an environment checkout directory (the interpreter is chosen when it starts).
-
-    Raises:
-        CheckoutNotRunnable: without ``command``, a directory that holds no OpenEnv environment.
-    """
-    check_checkout(directory, is_environment=is_environment_dir(directory), command_given=command is not None)
-    app = checkout_app(directory)
-    return CheckoutProvider(directory, app=app, command=command, env=env_vars, port=port, install=install)

@@ -2,41 +2,47 @@
 """``EnvPool``: many sessions stepped together (an RL trainer's batch of environments).
 
 The IO half of the pool: it moves frames on each session's own [`Env`][openenv.sync.Env]
-(through the connection's send and receive halves); ``_core/pool.py`` decides
-what each session is sent, applies the concurrency limit and keeps the books.
+through the connection room's seam (``connection.send`` / ``receive`` / ``abandon``)
+and keeps only a map of tickets (session index -> request in flight);
+``_core/pool.py`` decides what each session is sent, applies the concurrency
+limit, keeps the books and the send times, and decides capacity waits and
+replacements (with their messages).  It reads the clock and passes it in.
 """
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._blocking.retry import Deadline, backoff
+from .._blocking.retry import Deadline
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
-from .._core.errors import BootstrapError, CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
+from .._core.errors import EnvClosed, OpenEnvError
 from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
-from .._core.pool import Completed, Job, JobKind, PoolCore, PoolMetrics, check_size, pool_error, waits_for_capacity
-from .._core.result import StepResult
-from .._core.servers import (
-    assign,
-    check_max_servers,
-    grow,
-    limit_from,
-    overcommitted,
-    overcommitted_message,
-    servers_needed,
+from .._core.pool import (
+    Completed,
+    Job,
+    JobKind,
+    PoolCore,
+    PoolMetrics,
+    check_replace_attempts,
+    check_size,
+    session_urls,
 )
-from .._shim_async import run_all, sleep, ws_wait_any
-from .bootstrap import start_providers
-from .connection import _Sent
-from .env import Env, _checkout_provider, _schema_codec
-from .providers import DockerProvider, Provider, ServerProvider
+from .._core.result import StepResult
+from .._core.servers import check_max_servers
+from .connection import Request, Ticket
+from .env import Env
+from .pool_flight import PoolFlight
+from .pool_open import PoolOpening
+from .pool_servers import close_all, first_servers, stop_all, unique
+from .providers import DockerProvider, Provider
+from .resolve import checkout_provider, schema_codec
 
 __all__ = ["EnvPool"]
 
@@ -44,11 +50,8 @@ ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
-#: the backoff between capacity retries and replacement attempts
-_DELAYS = {"first": 0.05, "flat": 3, "factor": 2.0, "ceiling": 2.0}
 
-
-class EnvPool(Generic[ActT, ObsT, StateT]):
+class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     """A pool of environment sessions, stepped together: one [`Env`][openenv.sync.Env] per session.
 
     ``EnvPool(url, size=8)`` opens 8 sessions on one server;
@@ -135,19 +138,18 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         capacity_timeout: float | None = 60.0,
         **options: Unpack[EnvOptions],
     ) -> None:
-        if isinstance(base_url, str):
-            urls = [base_url] * (1 if size is None else _checked_size(size))
-        else:
-            urls = list(base_url)
-            if not urls:
-                raise ValueError("base_url is an empty list; give at least one server")
-            if size is not None and size != len(urls):
-                raise ValueError(f"size={size} but {len(urls)} URLs were given (one session per URL)")
-        if isinstance(replace_attempts, bool) or not isinstance(replace_attempts, int) or replace_attempts < 1:
-            raise ValueError(f"replace_attempts must be a positive integer, not {replace_attempts!r}")
+        urls = session_urls(base_url, size)
+        check_replace_attempts(replace_attempts)
         self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
-        ClientOptions.of(options)  # refuse bad options before anything is created
-        self._core = PoolCore(len(urls), autoreset=autoreset, max_concurrency=max_concurrency, on_failure=on_failure)
+        self._core = PoolCore(
+            len(urls),
+            autoreset=autoreset,
+            max_concurrency=max_concurrency,
+            on_failure=on_failure,
+            message_timeout=ClientOptions.of(options).message_timeout,
+        )
+        #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
+        self._lock = threading.Lock()
         self._codec: Codec[Any, Any, Any] = as_codec(codec)
         self._env_options: dict[str, Any] = dict(options)
         self._urls = urls
@@ -159,12 +161,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening
         self._ready_timeout: float | None = READY_TIMEOUT
         self._guard = InFlight()
-        self._flight: dict[int, tuple[Job, _Sent, Callable[[dict[str, Any]], Any], float]] = {}
+        #: the requests in flight, by session index (their jobs and send times are the core's)
+        self._tickets: dict[int, Ticket] = {}
         self._closed = False
         self._opened = False
         self._last_errors: dict[int, OpenEnvError] = {}
         #: the asynchronous mode: requests encoded by step_async, and completions not returned yet
-        self._calls: dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]] = {}
+        self._calls: dict[int, Request] = {}
         self._ready: list[Completed[ObsT]] = []
 
     def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
@@ -236,14 +239,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         ClientOptions.of(options)
-        count = servers_needed(size, None, cap)  # a server's limit is not known yet: one session each
-        placement = assign(size, count)
-        started = _make_providers(factory, range(count), options)
-        server_urls = await _start(started, range(count), ready_timeout)
-        providers = [started[server] for server in placement]
-        urls = [server_urls[server] for server in placement]
+        started, providers, urls = await first_servers(factory, size, cap, ready_timeout, options.get("verify"))
         try:
-            resolved = await _schema_codec(codec, urls[0], options)
+            resolved = await schema_codec(codec, urls[0], options)
             pool = cls(
                 urls,
                 codec=resolved,
@@ -255,18 +253,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 **options,
             )
         except BaseException:
-            await _stop_all(started)
+            await stop_all(started)
             raise
         pool._providers = list(providers)
         pool._factory = factory
         pool._max_servers = cap
         pool._ready_timeout = ready_timeout
-        try:
-            await pool.connect()
-        except BaseException:
-            await pool.close()
-            raise
-        return pool
+        return await pool._connect_or_close()
 
     @classmethod
     async def from_docker_image(
@@ -414,7 +407,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if where.kind == "url":
             check_size(size)
             options["headers"] = hosted_headers(where.target, options.get("headers"))
-            resolved = await _schema_codec(codec, where.target, options)
+            resolved = await schema_codec(codec, where.target, options)
             pool = cls(
                 where.target,
                 size=size,
@@ -426,12 +419,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 capacity_timeout=capacity_timeout,
                 **options,
             )
-            try:
-                await pool.connect()
-            except BaseException:
-                await pool.close()
-                raise
-            return pool
+            return await pool._connect_or_close()
         target = where.target
         if where.kind == "image":
 
@@ -439,10 +427,10 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 return DockerProvider(target, env_vars=env_vars)
 
         else:
-            _checkout_provider(target, command, env_vars, None, install)  # refuse a non-environment at once
+            checkout_provider(target, command, env_vars, None, install)  # refuse a non-environment at once
 
             def factory(index: int) -> Provider:
-                return _checkout_provider(target, command, env_vars, None, install)
+                return checkout_provider(target, command, env_vars, None, install)
 
         return await cls.from_provider(
             factory,
@@ -515,81 +503,6 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._opened = True
         return self
 
-    async def _open_envs(
-        self, envs: Sequence[Env[ActT, ObsT, StateT]], indices: Sequence[int], *, renew: bool = False
-    ) -> None:
-        """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
-
-        Interrupted (Ctrl-C on the blocking twin, cancellation here), the waits
-        stop and ``envs`` are closed; with ``renew`` the pool's sessions at
-        ``indices`` get fresh clients so that ``connect()`` can be called again.
-        """
-        envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        deadline = Deadline(self._capacity_timeout)
-        stop = _Stop()
-
-        async def interrupted() -> None:
-            stop.set = True  # the waits between tries end; closing ends a handshake or read under way
-            if renew:
-                for index in indices:
-                    self._envs[index] = self._new_env(self._urls[index])
-            for env in envs:
-                await _quietly(env.close)
-
-        outcomes = await run_all([_bind(self._connect_env, env, deadline, stop) for env in envs], interrupted)
-        errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
-        if errors:
-            for exc in errors.values():
-                if not isinstance(exc, Exception):
-                    raise exc
-            ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
-            first = next(iter(errors.values()))
-            if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
-                raise first  # a full (or overloaded) server: its error says how long the pool waited
-            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
-
-    async def _connect_env(
-        self, env: Env[ActT, ObsT, StateT], deadline: Deadline | None = None, stop: _Stop | None = None
-    ) -> None:
-        """Connect, retrying with backoff while the server is at capacity (until ``deadline`` or ``stop``)."""
-        if deadline is None:
-            deadline = Deadline(self._capacity_timeout)
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
-        while True:
-            _check_stop(stop)
-            try:
-                await env.connect()
-                return
-            except (CapacityReached, ConnectError) as exc:
-                if not waits_for_capacity(exc):
-                    raise
-                if isinstance(exc, CapacityReached):
-                    self._check_overcommitted(env, exc)
-                if deadline.expired:
-                    raise _still_full(exc, self._capacity_timeout) from None
-                await _pause(deadline.cap(next(delays)), stop)
-
-    def _check_overcommitted(self, env: Env[ActT, ObsT, StateT], exc: CapacityReached) -> None:
-        """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
-        sessions = [*zip(self._envs, self._urls, strict=True), *self._growing]
-        url = next((url for known, url in sessions if known is env), None)
-        if url is None:
-            return
-        limit = limit_from(exc.details)
-        ours = sum(1 for _, known in sessions if known == url)
-        if limit is None or not overcommitted(ours, limit):
-            return
-        if self._factory is not None:
-            servers = len(_unique(self._providers))
-            message = overcommitted_message(len(sessions), servers, limit, self._max_servers)
-        else:
-            message = (
-                f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
-                f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
-                "or raise the server's MAX_CONCURRENT_ENVS"
-            )
-        raise CapacityReached(f"{exc.message}; {message}", exc.code, exc.details) from None
-
     async def close(self) -> None:
         """Close every session and stop every server the pool started.
 
@@ -599,17 +512,14 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         if self._closed:
             return
         self._closed = True
-        for job, sent, _, _ in self._flight.values():
-            self._envs[job.index]._abandon(sent)
-        self._flight.clear()
-        self._core.unqueue()
-        outcomes = await run_all([env.close for env in self._envs], _noop)
-        outcomes += await run_all([p.stop for p in _unique(self._providers)], _noop)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        self._abandon_all()
+        await close_all(self._envs, unique(self._providers))
 
     async def __aenter__(self) -> Self:
+        return await self._connect_or_close()
+
+    async def _connect_or_close(self) -> Self:
+        """``connect()``, or close the pool (and stop the servers it started) and re-raise."""
         try:
             return await self.connect()
         except BaseException:
@@ -718,205 +628,14 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 errors[job.index] = self._core.failed_error(job.index)
             else:
                 runnable.append(job)
-        self._core.claim(order, runnable)
-        try:
-            await self._pump(calls, errors)
-            while self._flight:
-                if not self._core.queue:
-                    # nothing waits for a slot: plain blocking reads, in order (no polling)
-                    await self._receive_one(next(iter(self._flight)), results, errors)
-                    continue
-                # requests wait for a slot: read whichever reply comes first, so a slot frees at once
-                for index in await self._wait_ready(None):
-                    await self._receive_one(index, results, errors)
-                    await self._pump(calls, errors)
-        except BaseException:
-            self._abandon_all()
-            raise
+        with self._lock:
+            self._core.claim(order, runnable)
+        await self._fly(calls, results, errors)
         if what == "reset":
             await self._retry_full(jobs, results, errors)
         self._last_errors = dict(errors)
-        unreplaced = await self._handle_failures(errors, results)
-        failed = {i: e for i, e in errors.items() if i not in results}
-        if failed:
-            listed = {i: results.get(i) for i in order}
-            message = pool_error(what, order, results, failed)
-            if unreplaced:
-                message = (
-                    f"{what} failed for {len(errors)} of {len(order)} session(s) and "
-                    f"{len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); "
-                    f"{_first(unreplaced)}. The other results are in .results; retry with replace(i)"
-                )
-            raise PoolError(message, listed, failed)
+        await self._settle_failures(what, order, results, errors)
         return [results[i] for i in order]
-
-    def _encode(self, jobs: Sequence[Job]) -> dict[int, tuple[Any, str, Callable[[dict[str, Any]], Any]]]:
-        calls = {}
-        for job in jobs:
-            env = self._envs[job.index]
-            if job.kind is JobKind.RESET:
-                calls[job.index] = env._reset_call(job.kwargs or {})
-            elif job.kind is JobKind.STEP:
-                calls[job.index] = env._step_call(job.action)
-        return calls
-
-    async def _pump(self, calls: dict[int, Any], errors: dict[int, OpenEnvError]) -> list[Completed[ObsT]]:
-        """Send what the concurrency limit allows, until it allows nothing more.
-
-        A send that fails settles at once (its slot frees for the next queued
-        request), so this never returns with requests queued and a slot free.
-        """
-        failed: list[Completed[ObsT]] = []
-        while True:
-            jobs = self._core.sendable()
-            if not jobs:
-                return failed
-            for k, job in enumerate(jobs):
-                kind, frame, parse = calls.pop(job.index)
-                try:
-                    sent = await self._envs[job.index]._send(kind, frame)
-                except OpenEnvError as exc:
-                    self._core.settled(job, None, exc)
-                    errors[job.index] = exc
-                    failed.append(Completed(job.index, None, exc))
-                    continue
-                except BaseException:
-                    for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
-                        self._core.settled(rest, None, None)
-                    raise
-                self._flight[job.index] = (job, sent, parse, time.monotonic())
-
-    async def _wait_ready(self, wait: float | None) -> list[int]:
-        """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
-
-        Polls the sockets' buffers (``ws_wait_any``); a reply not in within
-        ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
-        """
-        indices = list(self._flight)
-        message_timeout = self._envs[indices[0]].options.message_timeout
-        if message_timeout is not None:
-            now = time.monotonic()
-            overdue = [i for i in indices if self._flight[i][3] + message_timeout <= now]
-            if overdue:
-                return overdue
-            first_due = min(self._flight[i][3] for i in indices) + message_timeout - now
-            wait = first_due if wait is None else min(wait, first_due)
-        ready = await ws_wait_any([self._flight[i][1].ws for i in indices], wait)
-        return [indices[k] for k in sorted(ready)]
-
-    async def _receive_one(
-        self, index: int, results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
-    ) -> None:
-        """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
-        job, sent, parse, sent_at = self._flight[index]
-        env = self._envs[index]
-        message_timeout = env.options.message_timeout
-        try:
-            if message_timeout is None:
-                result = await env._receive(sent, parse, timeout=None)
-            else:
-                # a reply already buffered is read even when overdue; otherwise at least a short wait
-                left = max(message_timeout - (time.monotonic() - sent_at), 0.001)
-                result = await env._receive(sent, parse, timeout=left)
-        except OpenEnvError as exc:
-            del self._flight[index]
-            errors[index] = exc
-            self._core.settled(job, None, exc)
-            return
-        except BaseException:
-            del self._flight[index]
-            self._core.settled(job, None, None)
-            raise
-        del self._flight[index]
-        results[index] = result
-        self._core.settled(job, result, None)
-
-    def _abandon_all(self) -> None:
-        """Interrupted between sending and reading: every session with a reply pending is lost."""
-        for index, (job, sent, _, _) in list(self._flight.items()):
-            self._envs[index]._abandon(sent)
-            self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
-        self._flight.clear()
-        for job in self._core.unqueue():
-            self._calls.pop(job.index, None)
-
-    async def _retry_full(
-        self, jobs: Sequence[Job], results: dict[int, StepResult[ObsT]], errors: dict[int, OpenEnvError]
-    ) -> None:
-        """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
-        full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
-        if not full:
-            return
-        deadline = Deadline(self._capacity_timeout)
-        stop = _Stop()
-        envs = [self._envs[job.index] for job in full]
-
-        async def interrupted() -> None:
-            stop.set = True
-            for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
-                self._envs[job.index] = self._new_env(self._urls[job.index])
-                await _quietly(env.close)
-
-        outcomes = await run_all(
-            [
-                _bind(self._reset_waiting, env, job.kwargs or {}, deadline, stop)
-                for job, env in zip(full, envs, strict=True)
-            ],
-            interrupted,
-        )
-        for job, outcome in zip(full, outcomes, strict=True):
-            if isinstance(outcome, OpenEnvError):
-                errors[job.index] = outcome
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                del errors[job.index]
-                results[job.index] = outcome
-                self._core.recovered(job.index, outcome)
-
-    async def _reset_waiting(
-        self,
-        env: Env[ActT, ObsT, StateT],
-        kwargs: Mapping[str, Any],
-        deadline: Deadline | None = None,
-        stop: _Stop | None = None,
-    ) -> StepResult[ObsT]:
-        """Connect and reset ``env``, retrying with backoff while its server is at capacity (until ``deadline``)."""
-        if deadline is None:
-            deadline = Deadline(self._capacity_timeout)
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
-        while True:
-            _check_stop(stop)
-            try:
-                await self._connect_env(env, deadline, stop)
-                return await env.reset(**kwargs)
-            except (CapacityReached, ConnectError) as exc:
-                if not waits_for_capacity(exc):
-                    raise
-                if isinstance(exc, CapacityReached):
-                    self._check_overcommitted(env, exc)
-                if deadline.expired:
-                    raise _still_full(exc, self._capacity_timeout) from None
-                await _pause(deadline.cap(next(delays)), stop)
-
-    async def _handle_failures(
-        self, errors: dict[int, OpenEnvError], results: dict[int, StepResult[ObsT]]
-    ) -> dict[int, PoolError]:
-        """With ``on_failure="replace"``: replace each failed session (its result: the new episode's reset).
-
-        Returns the sessions that could not be replaced, with the ``PoolError``
-        saying why; ``errors[i]`` becomes the last replacement attempt's error.
-        """
-        unreplaced: dict[int, PoolError] = {}
-        if self._core.on_failure != "replace":
-            return unreplaced
-        for index in sorted(errors):
-            try:
-                results[index] = await self._replace(index)
-            except PoolError as exc:
-                unreplaced[index] = exc
-                errors[index] = exc.errors[index]
-        return unreplaced
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
 
@@ -946,7 +665,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
             calls = self._encode(jobs)
-            self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
+            with self._lock:
+                self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
             self._calls.update(calls)
             for job in jobs:
                 if job.kind is JobKind.FAILED:
@@ -995,50 +715,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
-            done, self._ready = list(self._ready), []
-            try:
-                while len(done) < min_results and self._flight:
-                    ready = await self._wait_ready(deadline.remaining())
-                    for index in ready:
-                        errors: dict[int, OpenEnvError] = {}
-                        results: dict[int, StepResult[ObsT]] = {}
-                        await self._receive_one(index, results, errors)
-                        self._calls.pop(index, None)
-                        done.append(Completed(index, results.get(index), errors.get(index)))
-                        done.extend(await self._pump(self._calls, {}))
-                    if not ready and deadline.expired:
-                        break
-            except BaseException:
-                self._ready = done + self._ready
-                self._abandon_all()
-                raise
+            done = await self._collect(min_results, deadline)
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
-            out: list[Completed[ObsT]] = []
-            unreplaced: dict[int, PoolError] = {}
-            for completed in done:
-                if completed.error is None or completed.replaced:
-                    out.append(completed)
-                    continue
-                try:
-                    result = await self._replace(completed.index)
-                except PoolError as exc:
-                    unreplaced[completed.index] = exc
-                    continue
-                out.append(Completed(completed.index, result, completed.error, replaced=True))
-            if unreplaced:
-                # the other completions are not lost: the next recv() returns them
-                self._ready = out + self._ready
-                failed = sorted(unreplaced)
-                kept = {c.index: c.result for c in out}
-                raise PoolError(
-                    f"{len(failed)} failed session(s) could not be replaced (indices {failed}); "
-                    f"{_first(unreplaced)}. The other completions are returned by the next recv()",
-                    {c.index: kept.get(c.index) for c in done},  # in order of arrival, None where unreplaced
-                    {i: unreplaced[i].errors[i] for i in failed},
-                )
-            return out
+            return await self._replace_completed(done)
 
     # -- replacing, resizing, checking out -----------------------------------------------------------
 
@@ -1067,39 +748,6 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._core.check_free([index])
             return await self._replace(index)
 
-    async def _replace(self, index: int) -> StepResult[ObsT]:
-        self._forget([index])
-        delays = backoff(**_DELAYS)  # type: ignore[arg-type]
-        last: OpenEnvError | None = None
-        for _ in range(self._replace_attempts):
-            if last is not None:
-                await sleep(next(delays))
-            old, provider = self._envs[index], self._providers[index]
-            self._envs[index] = self._new_env(self._urls[index])
-            await _quietly(old.close)
-            try:
-                shared = provider is not None and sum(p is provider for p in self._providers) > 1
-                if self._factory is not None and not shared:  # a server of its own: a new one
-                    self._providers[index] = None
-                    if provider is not None:
-                        await _quietly(provider.stop)
-                    provider = _make_providers(self._factory, [index], self._env_options)[0]
-                    url = (await start_providers([provider], self._ready_timeout))[0]
-                    self._providers[index], self._urls[index] = provider, url
-                    self._envs[index] = self._new_env(url)
-                result = await self._reset_waiting(self._envs[index], {})
-            except OpenEnvError as exc:
-                last = exc
-                continue
-            self._core.replaced(index, result)
-            return result
-        assert last is not None
-        raise PoolError(
-            f"could not replace session {index} in {self._replace_attempts} attempt(s): {type(last).__name__}: {last}",
-            {index: None},
-            {index: last},
-        ) from last
-
     async def resize(self, size: int) -> None:
         """Grow or shrink the pool to ``size`` sessions.
 
@@ -1121,53 +769,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         """
         with self._guard:
             self._check_open()
-            old = len(self._envs)
             check_size(size)
-            if size < old:
-                self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
-                self._forget(range(size, old))
-                kept = _unique(self._providers[:size])
-                envs = self._envs[size:]
-                providers = [p for p in _unique(self._providers[size:]) if not any(p is k for k in kept)]
-                del self._envs[size:], self._providers[size:], self._urls[size:]
-                outcomes = await run_all([env.close for env in envs], _noop)
-                outcomes += await run_all([p.stop for p in providers], _noop)
-                for outcome in outcomes:
-                    if isinstance(outcome, BaseException):
-                        raise outcome
-                return
-            indices = range(old, size)
-            providers_new: list[Provider | None] = [None] * len(indices)
-            started: list[Provider] = []
-            if self._factory is not None:
-                running = _unique(self._providers)
-                loads = [sum(p is server for p in self._providers) for server in running]
-                chosen = grow(loads, len(indices), self._max_servers)
-                fresh = [i for i, server in zip(indices, chosen, strict=True) if server >= len(running)]
-                started = _make_providers(self._factory, fresh, self._env_options)
-                fresh_urls = await _start(started, fresh, self._ready_timeout) if started else []
-                servers = [*running, *started]
-                firsts = [next(i for i, q in enumerate(self._providers) if q is p) for p in running]
-                server_urls = [self._urls[i] for i in firsts] + fresh_urls
-                providers_new = [servers[server] for server in chosen]
-                urls = [server_urls[server] for server in chosen]
+            if size < len(self._envs):
+                await self._shrink(size)
             else:
-                urls = [self._urls[i % old] for i in indices]
-            envs_new = [self._new_env(url) for url in urls]
-            if self._opened:
-                self._growing = list(zip(envs_new, urls, strict=True))
-                try:
-                    await self._open_envs(envs_new, indices)
-                except BaseException:
-                    await run_all([env.close for env in envs_new], _noop)
-                    await _stop_all(started)
-                    raise
-                finally:
-                    self._growing = []
-            self._envs += envs_new
-            self._providers += providers_new
-            self._urls += urls
-            self._core.resize(size)
+                await self._grow(size)
 
     def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
@@ -1190,7 +796,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
     def _take(self) -> tuple[int, Env[ActT, ObsT, StateT]]:
         self._check_open()
-        index = self._core.checkout()
+        with self._lock:
+            index = self._core.checkout()
         return index, self._envs[index]
 
     def _give_back(self, index: int, env: Env[ActT, ObsT, StateT]) -> None:
@@ -1227,113 +834,3 @@ class _Checkout(Generic[ActT, ObsT, StateT]):
         taken, self._taken = self._taken, None
         if taken is not None:
             self._pool._give_back(*taken)
-
-
-async def _noop() -> None:
-    """Nothing to undo when opening or closing sessions is interrupted."""
-
-
-def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    return lambda: fn(*args)
-
-
-class _Stop:
-    """Set when a call running sessions in parallel is interrupted: their waits between tries end."""
-
-    __slots__ = ("set",)
-
-    def __init__(self) -> None:
-        self.set = False
-
-
-def _check_stop(stop: _Stop | None) -> None:
-    if stop is not None and stop.set:
-        raise EnvClosed("interrupted while opening the session")
-
-
-async def _pause(seconds: float, stop: _Stop | None) -> None:
-    """Sleep ``seconds``, in short slices when ``stop`` may end the wait early."""
-    if stop is None:
-        await sleep(seconds)
-        return
-    end = time.monotonic() + seconds
-    while not stop.set:
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        await sleep(min(left, 0.05))
-    _check_stop(stop)
-
-
-def _first(failures: Mapping[int, PoolError]) -> str:
-    index = min(failures)
-    return f"session {index}: {failures[index]}"
-
-
-def _checked_size(size: int) -> int:
-    check_size(size)
-    return size
-
-
-def _still_full(exc: CapacityReached | ConnectError, waited: float | None) -> OpenEnvError:
-    if isinstance(exc, ConnectError):
-        still = ConnectError(
-            f"{exc}; the server was still overloaded after waiting capacity_timeout={waited} s with backoff. "
-            "Open fewer sessions at once, or raise the server's max_pending"
-        )
-        still.status = exc.status
-        return still
-    return CapacityReached(
-        f"{exc.message}; the server was still full after waiting capacity_timeout={waited} s with backoff. "
-        "Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
-        exc.code,
-        exc.details,
-    )
-
-
-def _make_providers(
-    factory: Callable[[int], Provider], indices: Sequence[int], options: Mapping[str, Any]
-) -> list[Provider]:
-    """``factory(i)`` for each index (nothing is started); an error names the index."""
-    providers: list[Provider] = []
-    for index in indices:
-        try:
-            provider = factory(index)
-        except Exception as exc:
-            raise BootstrapError({index: exc}, len(indices)) from exc
-        if "verify" in options and isinstance(provider, ServerProvider):
-            provider.verify = options["verify"]
-        providers.append(provider)
-    return providers
-
-
-async def _start(providers: Sequence[Provider], indices: Sequence[int], ready_timeout: float | None) -> list[str]:
-    """``start_providers``; a failure is a ``BootstrapError`` keyed by session index (all were stopped)."""
-    try:
-        return await start_providers(providers, ready_timeout)
-    except BootstrapError as exc:
-        raise BootstrapError({indices[i]: e for i, e in exc.failures.items()}, exc.total) from exc.__cause__
-    except Exception as exc:
-        if len(providers) != 1:
-            raise
-        raise BootstrapError({indices[0]: exc}, 1) from exc
-
-
-async def _stop_all(providers: Sequence[Provider]) -> None:
-    await run_all([p.stop for p in providers], _noop)
-
-
-def _unique(providers: Sequence[Provider | None]) -> list[Provider]:
-    """The distinct providers (sessions that share a server share its provider), in order."""
-    seen: list[Provider] = []
-    for provider in providers:
-        if provider is not None and not any(provider is known for known in seen):
-            seen.append(provider)
-    return seen
-
-
-async def _quietly(fn: Callable[[], Any]) -> None:
-    try:
-        await fn()
-    except Exception:  # noqa: BLE001 - replacing: the old session or server is gone either way
-        pass

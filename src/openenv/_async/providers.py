@@ -88,10 +88,15 @@ class ServerProvider:
     (raise when the server died, so waiting ends at once with the reason) and
     ``logs`` (the server's last output, attached to a readiness timeout).
 
+    A client's ``verify=`` (``Env.from_provider(provider, verify=...)``, the
+    pools' constructors) reaches the health checks of ``wait_until_ready``
+    without changing the provider object (it is passed along, never set on
+    it).  A subclass that overrides ``wait_until_ready`` does its own checks
+    (its ``super()`` call uses the ``verify`` attribute).
+
     Attributes:
         verify: how the health checks of an ``https`` server check its
-            certificate (as ``Env(verify=...)``, which sets it when given to
-            ``from_provider`` and the other constructors).
+            certificate, when the client gives no ``verify=`` (as ``Env(verify=...)``).
     """
 
     verify: VerifyTypes = True
@@ -125,6 +130,10 @@ class ServerProvider:
             ConnectError: the server's TLS certificate failed verification (``verify=`` says how to trust it).
             ReadinessTimeout: no healthy answer within ``timeout`` seconds.
         """
+        await self._poll_health(base_url, timeout, self.verify)
+
+    async def _poll_health(self, base_url: str, timeout: float | None, verify: VerifyTypes) -> None:
+        """``wait_until_ready`` with the certificate check ``verify`` (a client's ``verify=``, passed along)."""
         timeout = check_timeout("ready_timeout", timeout)
         endpoints = parse_base_url(base_url)
         import httpx  # lazily: importing the client does not need it
@@ -132,7 +141,7 @@ class ServerProvider:
         deadline = Deadline(timeout)
         delays = backoff()
         last = "no answer yet"
-        options = ClientOptions(verify=self.verify)
+        options = ClientOptions(verify=verify)
         async with http_client(endpoints, options) as http:
             for attempt in itertools.count():
                 if self._stopped:  # stop() ran meanwhile (another server of a pool failed, Ctrl-C): end now

@@ -3,24 +3,41 @@
 ``EnvPool`` (``_async/pool.py`` and its generated twin) only moves frames; this
 module holds the per-session bookkeeping (episode over, failed, request queued
 or in flight, checked out), turns ``reset``/``step`` arguments into one job per
-session (autoreset included), applies the client-side concurrency limit, and
-builds the public result types [`Completed`][openenv.sync.Completed] and
-[`PoolMetrics`][openenv.sync.PoolMetrics].  It does no IO and reads no clock.
+session (autoreset included), applies the client-side concurrency limit,
+keeps the requests in flight with their send times (``sent``, ``overdue``,
+``next_due``: the clock is the caller's, as in h11 and websockets), decides the
+capacity waits (`CapacityWait`) and the replacements (`ReplacePlan`) with their
+messages, and builds the public result types [`Completed`][openenv.sync.Completed] and
+[`PoolMetrics`][openenv.sync.PoolMetrics].  It does no IO, reads no clock and takes
+no lock: the IO layer that shares a pool between threads (``checkout()``) holds one.
 """
 
 from __future__ import annotations
 
 import enum
-import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import CapacityReached, ConnectError, OpenEnvError, SessionBusy, SessionLost
+from .errors import CapacityReached, ConnectError, OpenEnvError, PoolError, SessionBusy, SessionLost
 from .result import StepResult
+from .servers import limit_from, overcommitted, overcommitted_message
 
-__all__ = ["Completed", "PoolMetrics", "JobKind", "Job", "PoolCore", "ON_FAILURE", "waits_for_capacity"]
+__all__ = [
+    "Completed",
+    "PoolMetrics",
+    "JobKind",
+    "Job",
+    "PoolCore",
+    "ON_FAILURE",
+    "waits_for_capacity",
+    "retry_delays",
+    "CapacityWait",
+    "CapacityRetry",
+    "ReplacePlan",
+    "overcommit_error",
+]
 
 ObsT = TypeVar("ObsT")
 
@@ -120,12 +137,21 @@ class PoolCore:
         autoreset: Gymnasium's next-step autoreset (see ``plan_step``).
         max_concurrency: at most this many requests in flight (``None``: no limit).
         on_failure: ``"raise"`` or ``"replace"``.
+        message_timeout: seconds each reply is due within, from its send (``None``: no limit).
 
     Raises:
         ValueError: an argument is out of range.
     """
 
-    def __init__(self, size: int, *, autoreset: bool, max_concurrency: int | None, on_failure: str) -> None:
+    def __init__(
+        self,
+        size: int,
+        *,
+        autoreset: bool,
+        max_concurrency: int | None,
+        on_failure: str,
+        message_timeout: float | None = None,
+    ) -> None:
         check_size(size)
         if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
             raise ValueError(f"max_concurrency must be a positive integer or None, not {max_concurrency!r}")
@@ -139,8 +165,9 @@ class PoolCore:
         self.in_flight = 0
         self.failures = 0
         self.replacements = 0
-        #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
-        self._lock = threading.Lock()
+        self.message_timeout = message_timeout
+        #: the requests in flight, by session index, with their send times (in order of sending)
+        self._sent: dict[int, tuple[Job, float]] = {}
 
     @property
     def size(self) -> int:
@@ -268,14 +295,13 @@ class PoolCore:
     # -- the queue (max_concurrency) ---------------------------------------------
 
     def claim(self, order: Sequence[int], jobs: Sequence[Job]) -> None:
-        """``check_free(order)``, then ``enqueue(jobs)``, as one step (no ``checkout()`` in between).
+        """``check_free(order)``, then ``enqueue(jobs)``, as one step (the caller holds its lock for both).
 
         Raises:
             SessionBusy: a session of ``order`` has a request outstanding or is checked out.
         """
-        with self._lock:
-            self.check_free(order)
-            self.enqueue(jobs)
+        self.check_free(order)
+        self.enqueue(jobs)
 
     def enqueue(self, jobs: Sequence[Job]) -> None:
         """Queue requests (their sessions are marked busy at once)."""
@@ -303,10 +329,56 @@ class PoolCore:
             self.slots[job.index].state = None
         return jobs
 
+    # -- in flight: send times and due dates (``now`` is the caller's monotonic clock) ----------
+
+    def sent(self, job: Job, now: float) -> None:
+        """``job`` (from ``sendable()``) went out at ``now``: its reply is due ``message_timeout`` later."""
+        self._sent[job.index] = (job, now)
+
+    def flying(self) -> list[int]:
+        """The sessions whose request went out and whose reply was not settled yet, in order of sending."""
+        return list(self._sent)
+
+    def job(self, index: int) -> Job:
+        """The job in flight on session ``index``."""
+        return self._sent[index][0]
+
+    def overdue(self, now: float) -> list[int]:
+        """The sessions in flight whose reply is overdue at ``now`` (in order of sending)."""
+        if self.message_timeout is None:
+            return []
+        return [i for i, (_, at) in self._sent.items() if at + self.message_timeout <= now]
+
+    def next_due(self, now: float) -> float | None:
+        """Seconds from ``now`` until the first reply in flight is due (``0`` when one is overdue).
+
+        ``None`` without ``message_timeout``, or with nothing in flight.
+        """
+        if self.message_timeout is None or not self._sent:
+            return None
+        return max(0.0, min(at for _, at in self._sent.values()) + self.message_timeout - now)
+
+    def wait_for(self, now: float, wait: float | None) -> float | None:
+        """How long to wait for a reply at most: ``wait``, or less when a reply falls due first."""
+        due = self.next_due(now)
+        if due is None:
+            return wait
+        return due if wait is None else min(wait, due)
+
+    def read_timeout(self, index: int, now: float) -> float | None:
+        """The timeout of reading session ``index``'s reply: what is left of ``message_timeout`` since its send.
+
+        At least a millisecond, so a reply already buffered is read even when it is overdue.
+        """
+        if self.message_timeout is None:
+            return None
+        return max(self.message_timeout - (now - self._sent[index][1]), 0.001)
+
     # -- outcomes -----------------------------------------------------------------
 
     def settled(self, job: Job, result: StepResult[Any] | None, error: OpenEnvError | None) -> None:
         """A sent job ended (a reply, or an error)."""
+        self._sent.pop(job.index, None)
         slot = self.slots[job.index]
         if slot.state == "sent":
             self.in_flight -= 1
@@ -347,11 +419,10 @@ class PoolCore:
         Raises:
             SessionBusy: every session is busy, checked out or failed.
         """
-        with self._lock:
-            for i, slot in enumerate(self.slots):
-                if slot.state is None and not slot.checked_out and slot.failed is None:
-                    slot.checked_out = True
-                    return i
+        for i, slot in enumerate(self.slots):
+            if slot.state is None and not slot.checked_out and slot.failed is None:
+                slot.checked_out = True
+                return i
         raise SessionBusy(
             f"no free session in the pool of {self.size}: each is checked out, busy or failed; "
             "give one back, or resize() the pool"
@@ -370,10 +441,9 @@ class PoolCore:
             SessionBusy: a session that would go is busy or checked out.
         """
         check_size(size)
-        with self._lock:
-            self.check_free(range(size, self.size))
-            del self.slots[size:]
-            self.slots.extend(_Slot() for _ in range(size - len(self.slots)))
+        self.check_free(range(size, self.size))
+        del self.slots[size:]
+        self.slots.extend(_Slot() for _ in range(size - len(self.slots)))
 
     def metrics(self, healthy: Sequence[bool]) -> PoolMetrics:
         """The snapshot; ``healthy[i]``: whether session ``i``'s client is open."""
@@ -404,6 +474,30 @@ def check_size(size: int) -> None:
         raise ValueError(f"size must be a positive integer, not {size!r}")
 
 
+def session_urls(base_url: str | Sequence[str], size: int | None) -> list[str]:
+    """Each session's server: ``size`` sessions on one ``base_url`` (default 1), or one per URL of a list.
+
+    Raises:
+        ValueError: ``size`` is not a positive integer, the list is empty, or ``size`` differs from its length.
+    """
+    if isinstance(base_url, str):
+        if size is not None:
+            check_size(size)
+        return [base_url] * (1 if size is None else size)
+    urls = list(base_url)
+    if not urls:
+        raise ValueError("base_url is an empty list; give at least one server")
+    if size is not None and size != len(urls):
+        raise ValueError(f"size={size} but {len(urls)} URLs were given (one session per URL)")
+    return urls
+
+
+def check_replace_attempts(attempts: int) -> None:
+    """Raises ``ValueError`` unless ``replace_attempts`` is a positive integer."""
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"replace_attempts must be a positive integer, not {attempts!r}")
+
+
 def _check_len(name: str, values: Sequence[Any], n: int) -> None:
     if len(values) != n:
         raise ValueError(f"{name} has {len(values)} entries for {n} session(s); give one per session")
@@ -420,4 +514,196 @@ def pool_error(what: str, order: Sequence[int], results: Mapping[int, Any], erro
     )
 
 
-__all__ += ["check_size", "pool_error"]
+def first_failure(failures: Mapping[int, PoolError]) -> str:
+    """``session i: <why>`` for the lowest index of ``failures``."""
+    index = min(failures)
+    return f"session {index}: {failures[index]}"
+
+
+# -- capacity: wait while a server is full ------------------------------------------------------------
+
+
+def retry_delays() -> Iterator[float]:
+    """The backoff between capacity retries and between replacement attempts.
+
+    0.05 s three times (a server usually frees a slot within moments), then
+    doubling up to 2 s.
+    """
+    for _ in range(3):
+        yield 0.05
+    delay = 0.05
+    while True:
+        delay = min(delay * 2.0, 2.0)
+        yield delay
+
+
+class CapacityWait:
+    """The capacity budget of one pool call: every session it opens waits within one ``capacity_timeout``.
+
+    Sans-IO: the times come in as arguments (the caller's monotonic clock).
+    Each session that waits takes a ``CapacityRetry``
+    from it (its own backoff, the shared deadline).
+
+    Args:
+        timeout: ``capacity_timeout`` (``None``: no limit).
+        now: when the call began.
+    """
+
+    __slots__ = ("timeout", "end")
+
+    def __init__(self, timeout: float | None, now: float) -> None:
+        self.timeout = timeout
+        self.end = None if timeout is None else now + timeout
+
+    def retry(self) -> CapacityRetry:
+        """The retry schedule of one session within this budget."""
+        return CapacityRetry(self)
+
+
+class CapacityRetry:
+    """One session's tries while its server is full: when to try again, when to give up, and what to say."""
+
+    __slots__ = ("wait", "_delays")
+
+    def __init__(self, wait: CapacityWait) -> None:
+        self.wait = wait
+        self._delays = retry_delays()
+
+    def after(self, error: OpenEnvError, now: float) -> float | None:
+        """Seconds to wait before the next try after ``error`` at ``now``; ``None``: give up, raise ``final(error)``.
+
+        Only a full (``CAPACITY_REACHED``) or overloaded (HTTP 503 on the
+        handshake) server is waited for, and only until the budget is spent.
+        """
+        if not waits_for_capacity(error):
+            return None
+        end = self.wait.end
+        if end is not None and now >= end:
+            return None
+        delay = next(self._delays)
+        return delay if end is None else min(delay, end - now)
+
+    def final(self, error: OpenEnvError) -> OpenEnvError:
+        """The error to raise on giving up: ``error`` itself, or for a full server one that says how long it waited."""
+        timeout = self.wait.timeout
+        if isinstance(error, ConnectError) and waits_for_capacity(error):
+            still = ConnectError(
+                f"{error}; the server was still overloaded after waiting capacity_timeout={timeout} s with backoff. "
+                "Open fewer sessions at once, or raise the server's max_pending"
+            )
+            still.status = error.status
+            return still
+        if isinstance(error, CapacityReached):
+            return CapacityReached(
+                f"{error.message}; the server was still full after waiting capacity_timeout={timeout} s with "
+                "backoff. Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
+                error.code,
+                error.details,
+            )
+        return error
+
+
+def overcommit_error(
+    error: CapacityReached, *, ours: int, sessions: int, servers: int | None, max_servers: int | None
+) -> CapacityReached | None:
+    """The error to raise at once when the pool puts more sessions on a server than it holds (waiting cannot help).
+
+    Args:
+        error: the server's ``CAPACITY_REACHED`` (its details may say how many sessions it holds).
+        ours: the pool's sessions on that server.
+        sessions: the pool's sessions in all.
+        servers: the servers the pool started (``None``: the pool was given URLs).
+        max_servers: the pool's cap on servers.
+
+    Returns:
+        ``None`` when the server's limit is unknown or not exceeded (then wait).
+    """
+    limit = limit_from(error.details)
+    if limit is None or not overcommitted(ours, limit):
+        return None
+    if servers is not None:
+        message = overcommitted_message(sessions, servers, limit, max_servers)
+    else:
+        message = (
+            f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
+            f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
+            "or raise the server's MAX_CONCURRENT_ENVS"
+        )
+    return CapacityReached(f"{error.message}; {message}", error.code, error.details)
+
+
+# -- replacing a failed session ------------------------------------------------------------------------
+
+
+class ReplacePlan:
+    """How session ``index`` is replaced: ``attempts`` tries with backoff between them, and what a failure says.
+
+    Each try makes a new client, and a new server when the pool started one
+    for this session alone (``own_server``); the pool then resets it.
+
+    Args:
+        index: the session.
+        attempts: ``replace_attempts``.
+        own_server: the pool started this session's server and no other session shares it.
+    """
+
+    __slots__ = ("index", "attempts", "own_server", "last", "_delays", "_tries")
+
+    def __init__(self, index: int, attempts: int, *, own_server: bool) -> None:
+        self.index = index
+        self.attempts = attempts
+        self.own_server = own_server
+        #: the last attempt's error
+        self.last: OpenEnvError | None = None
+        self._delays = retry_delays()
+        self._tries = 0
+
+    def next_try(self) -> float | None:
+        """Seconds to wait before the next try (``0.0`` for the first), or ``None``: every attempt was made."""
+        if self._tries >= self.attempts:
+            return None
+        self._tries += 1
+        return 0.0 if self._tries == 1 else next(self._delays)
+
+    def failed(self, error: OpenEnvError) -> None:
+        """The current try failed with ``error``."""
+        self.last = error
+
+    def error(self) -> PoolError:
+        """The ``PoolError`` once every attempt failed (``errors[index]``: the last attempt's error)."""
+        last = self.last
+        assert last is not None
+        index = self.index
+        return PoolError(
+            f"could not replace session {index} in {self.attempts} attempt(s): {type(last).__name__}: {last}",
+            {index: None},
+            {index: last},
+        )
+
+
+def unreplaced_message(what: str, failed: int, total: int, unreplaced: Mapping[int, PoolError]) -> str:
+    """The message of ``step``/``reset``'s ``PoolError`` when failed sessions could not be replaced."""
+    return (
+        f"{what} failed for {failed} of {total} session(s) and "
+        f"{len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); "
+        f"{first_failure(unreplaced)}. The other results are in .results; retry with replace(i)"
+    )
+
+
+def recv_unreplaced_message(unreplaced: Mapping[int, PoolError]) -> str:
+    """The message of ``recv``'s ``PoolError`` when failed sessions could not be replaced."""
+    return (
+        f"{len(unreplaced)} failed session(s) could not be replaced (indices {sorted(unreplaced)}); "
+        f"{first_failure(unreplaced)}. The other completions are returned by the next recv()"
+    )
+
+
+__all__ += [
+    "check_size",
+    "session_urls",
+    "check_replace_attempts",
+    "pool_error",
+    "first_failure",
+    "unreplaced_message",
+    "recv_unreplaced_message",
+]

@@ -1,0 +1,162 @@
+# GENERATED from src/openenv/_async/pool_flight.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The flight room of ``EnvPool``: requests sent through the connection seam, and their replies read.
+
+The core (``_core/pool.py``) says what may go out now (``sendable``), holds each
+request's job and send time, and says which replies are overdue and how long a
+read may wait; this room keeps only the map of tickets (session index -> the
+request in flight) and moves the frames with ``connection.send`` / ``receive`` /
+``abandon``.  A mixin of ``EnvPool`` (no public API, no constructor).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .._blocking.retry import Deadline
+from .._core.errors import EnvClosed, OpenEnvError
+from .._core.pool import Completed, Job, JobKind, PoolCore
+from .._core.result import StepResult
+from .._shim_sync import ws_wait_any
+from . import connection
+from .connection import Request, Ticket
+from .env import Env
+
+
+class PoolFlight:
+    """Sending and reading for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
+
+    _envs: list[Env[Any, Any, Any]]
+    _core: PoolCore
+    #: the requests in flight, by session index (their jobs and send times are the core's)
+    _tickets: dict[int, Ticket]
+    #: the requests encoded by ``step_async`` and not sent yet
+    _calls: dict[int, Request]
+    #: the completions of ``step_async`` requests not returned by ``recv`` yet
+    _ready: list[Completed[Any]]
+
+    def _collect(self, min_results: int, deadline: Deadline) -> list[Completed[Any]]:
+        """``recv``'s reading: completions until ``min_results`` are in, nothing is outstanding, or ``deadline``.
+
+        Queued requests are sent as replies free their slots.  Interrupted, what
+        was read is kept for the next ``recv`` and the requests in flight are abandoned.
+        """
+        done, self._ready = list(self._ready), []
+        try:
+            while len(done) < min_results and self._tickets:
+                ready = self._wait_ready(deadline.remaining())
+                for index in ready:
+                    errors: dict[int, OpenEnvError] = {}
+                    results: dict[int, StepResult[Any]] = {}
+                    self._receive_one(index, results, errors)
+                    self._calls.pop(index, None)
+                    done.append(Completed(index, results.get(index), errors.get(index)))
+                    done.extend(self._pump(self._calls, {}))
+                if not ready and deadline.expired:
+                    break
+        except BaseException:
+            self._ready = done + self._ready
+            self._abandon_all()
+            raise
+        return done
+
+    def _fly(
+        self, calls: dict[int, Request], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    ) -> None:
+        """Send ``calls`` within the concurrency limit and read every reply (``step``/``reset``).
+
+        Interrupted (Ctrl-C, cancellation), every request in flight is abandoned.
+        """
+        try:
+            self._pump(calls, errors)
+            while self._tickets:
+                if not self._core.queue:
+                    # nothing waits for a slot: plain blocking reads, in order (no polling)
+                    self._receive_one(next(iter(self._tickets)), results, errors)
+                    continue
+                # requests wait for a slot: read whichever reply comes first, so a slot frees at once
+                for index in self._wait_ready(None):
+                    self._receive_one(index, results, errors)
+                    self._pump(calls, errors)
+        except BaseException:
+            self._abandon_all()
+            raise
+
+    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request]:
+        calls = {}
+        for job in jobs:
+            env = self._envs[job.index]
+            if job.kind is JobKind.RESET:
+                calls[job.index] = connection.reset_request(env, job.kwargs or {})
+            elif job.kind is JobKind.STEP:
+                calls[job.index] = connection.step_request(env, job.action)
+        return calls
+
+    def _pump(self, calls: dict[int, Request], errors: dict[int, OpenEnvError]) -> list[Completed[Any]]:
+        """Send what the concurrency limit allows, until it allows nothing more.
+
+        A send that fails settles at once (its slot frees for the next queued
+        request), so this never returns with requests queued and a slot free.
+        """
+        failed: list[Completed[Any]] = []
+        while True:
+            jobs = self._core.sendable()
+            if not jobs:
+                return failed
+            for k, job in enumerate(jobs):
+                request = calls.pop(job.index)
+                try:
+                    ticket = connection.send(self._envs[job.index], request)
+                except OpenEnvError as exc:
+                    self._core.settled(job, None, exc)
+                    errors[job.index] = exc
+                    failed.append(Completed(job.index, None, exc))
+                    continue
+                except BaseException:
+                    for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
+                        self._core.settled(rest, None, None)
+                    raise
+                self._tickets[job.index] = ticket
+                self._core.sent(job, time.monotonic())
+
+    def _wait_ready(self, wait: float | None) -> list[int]:
+        """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
+
+        Polls the sockets' buffers (``ws_wait_any``); a reply not in within
+        ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
+        """
+        now = time.monotonic()
+        overdue = self._core.overdue(now)
+        if overdue:
+            return overdue
+        indices = self._core.flying()
+        ready = ws_wait_any([self._tickets[i].ws for i in indices], self._core.wait_for(now, wait))
+        return [indices[k] for k in sorted(ready)]
+
+    def _receive_one(
+        self, index: int, results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    ) -> None:
+        """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
+        job, ticket = self._core.job(index), self._tickets.pop(index)
+        try:
+            timeout = self._core.read_timeout(index, time.monotonic())
+            result = connection.receive(self._envs[index], ticket, timeout=timeout)
+        except OpenEnvError as exc:
+            errors[index] = exc
+            self._core.settled(job, None, exc)
+            return
+        except BaseException:
+            self._core.settled(job, None, None)
+            raise
+        results[index] = result
+        self._core.settled(job, result, None)
+
+    def _abandon_all(self) -> None:
+        """Interrupted between sending and reading (or closing): every session with a reply pending is lost."""
+        for index, ticket in list(self._tickets.items()):
+            connection.abandon(self._envs[index], ticket)
+            self._core.settled(self._core.job(index), None, EnvClosed("interrupted while its reply was pending"))
+        self._tickets.clear()
+        for job in self._core.unqueue():
+            self._calls.pop(job.index, None)

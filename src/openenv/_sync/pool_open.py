@@ -1,0 +1,352 @@
+# GENERATED from src/openenv/_async/pool_open.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The opening room of ``EnvPool``: sessions opened while servers are full, and failed sessions replaced.
+
+The core decides (``CapacityWait`` / ``CapacityRetry``: each delay, when to give
+up and what the error says; ``overcommit_error``; ``ReplacePlan``: the attempts,
+their backoff and the "could not be replaced" error); this room opens clients,
+starts servers, sleeps and reports.  A mixin of ``EnvPool`` (no public API).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from .._core.errors import CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
+from .._core.pool import (
+    CapacityWait,
+    Completed,
+    Job,
+    PoolCore,
+    ReplacePlan,
+    overcommit_error,
+    pool_error,
+    recv_unreplaced_message,
+    unreplaced_message,
+    waits_for_capacity,
+)
+from .._core.result import StepResult
+from .._shim_sync import run_all, sleep
+from .bootstrap import start_providers
+from .env import Env
+from .pool_servers import close_all, grow_servers, make_providers, noop, quietly, stop_all, unique
+from .providers import Provider
+
+
+class PoolOpening:
+    """Opening and replacing sessions for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
+
+    _envs: list[Env[Any, Any, Any]]
+    _urls: list[str]
+    _providers: list[Provider | None]
+    _growing: list[tuple[Env[Any, Any, Any], str]]
+    _factory: Callable[[int], Provider] | None
+    _max_servers: int | None
+    _ready_timeout: float | None
+    _capacity_timeout: float | None
+    _replace_attempts: int
+    _env_options: dict[str, Any]
+    _core: PoolCore
+    _ready: list[Completed[Any]]
+    _opened: bool
+    #: the lock of the sessions' books (``checkout()`` may run on any thread)
+    _lock: threading.Lock
+
+    def _new_env(self, url: str) -> Env[Any, Any, Any]:
+        raise NotImplementedError  # EnvPool's
+
+    def _forget(self, indices: Sequence[int]) -> None:
+        raise NotImplementedError  # EnvPool's
+
+    def _open_envs(
+        self, envs: Sequence[Env[Any, Any, Any]], indices: Sequence[int], *, renew: bool = False
+    ) -> None:
+        """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
+
+        Interrupted (Ctrl-C on the blocking twin, cancellation here), the waits
+        stop and ``envs`` are closed; with ``renew`` the pool's sessions at
+        ``indices`` get fresh clients so that ``connect()`` can be called again.
+        """
+        envs = list(envs)  # not the pool's list: ``renew`` changes that one
+        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        stop = _Stop()
+
+        def interrupted() -> None:
+            stop.set = True  # the waits between tries end; closing ends a handshake or read under way
+            if renew:
+                for index in indices:
+                    self._envs[index] = self._new_env(self._urls[index])
+            for env in envs:
+                quietly(env.close)
+
+        calls = [_bind(self._with_capacity, env, env.connect, wait, stop) for env in envs]
+        outcomes = run_all(calls, interrupted)
+        errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
+        if errors:
+            for exc in errors.values():
+                if not isinstance(exc, Exception):
+                    raise exc
+            ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
+            first = next(iter(errors.values()))
+            if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
+                raise first  # a full (or overloaded) server: its error says how long the pool waited
+            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
+
+    def _with_capacity(
+        self,
+        env: Env[Any, Any, Any],
+        call: Callable[[], Any],
+        wait: CapacityWait | None = None,
+        stop: _Stop | None = None,
+    ) -> Any:
+        """``call()``, tried again with backoff while ``env``'s server is full (until the core gives up or ``stop``).
+
+        The one capacity loop of the pool (opening a session, the first reset,
+        a replacement): the core's ``CapacityRetry`` decides each delay, when to
+        give up and what the error says; this only sleeps.
+        """
+        retry = (wait or CapacityWait(self._capacity_timeout, time.monotonic())).retry()
+        while True:
+            _check_stop(stop)
+            try:
+                return call()
+            except (CapacityReached, ConnectError) as exc:
+                if isinstance(exc, CapacityReached):
+                    self._check_overcommitted(env, exc)
+                delay = retry.after(exc, time.monotonic())
+                if delay is None:
+                    final = retry.final(exc)
+                    if final is exc:
+                        raise
+                    raise final from None
+                _pause(delay, stop)
+
+    def _check_overcommitted(self, env: Env[Any, Any, Any], exc: CapacityReached) -> None:
+        """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
+        sessions = [*zip(self._envs, self._urls, strict=True), *self._growing]
+        url = next((url for known, url in sessions if known is env), None)
+        if url is None:
+            return
+        error = overcommit_error(
+            exc,
+            ours=sum(1 for _, known in sessions if known == url),
+            sessions=len(sessions),
+            servers=len(unique(self._providers)) if self._factory is not None else None,
+            max_servers=self._max_servers,
+        )
+        if error is not None:
+            raise error from None
+
+    def _retry_full(
+        self, jobs: Sequence[Job], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    ) -> None:
+        """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
+        full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
+        if not full:
+            return
+        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        stop = _Stop()
+        envs = [self._envs[job.index] for job in full]
+
+        def interrupted() -> None:
+            stop.set = True
+            for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
+                self._envs[job.index] = self._new_env(self._urls[job.index])
+                quietly(env.close)
+
+        outcomes = run_all(
+            [
+                _bind(self._with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
+                for job, env in zip(full, envs, strict=True)
+            ],
+            interrupted,
+        )
+        for job, outcome in zip(full, outcomes, strict=True):
+            if isinstance(outcome, OpenEnvError):
+                errors[job.index] = outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                del errors[job.index]
+                results[job.index] = outcome
+                self._core.recovered(job.index, outcome)
+
+    def _shrink(self, size: int) -> None:
+        """``resize`` down: close the last sessions and stop the servers no kept session uses."""
+        old = len(self._envs)
+        with self._lock:
+            self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
+        self._forget(range(size, old))
+        kept = unique(self._providers[:size])
+        envs = self._envs[size:]
+        providers = [p for p in unique(self._providers[size:]) if not any(p is k for k in kept)]
+        del self._envs[size:], self._providers[size:], self._urls[size:]
+        close_all(envs, providers)
+
+    def _grow(self, size: int) -> None:
+        """``resize`` up: new sessions on the same servers or new ones, opened at once when the pool is open.
+
+        Nothing is added when a server cannot be started or a session opened
+        (what was started for them is stopped).
+        """
+        old = len(self._envs)
+        indices = range(old, size)
+        providers_new: list[Provider | None] = [None] * len(indices)
+        started: list[Provider] = []
+        if self._factory is not None:
+            verify = self._env_options.get("verify")
+            providers_new, urls, started = grow_servers(
+                self._factory, self._providers, self._urls, indices, self._max_servers, self._ready_timeout, verify
+            )
+        else:
+            urls = [self._urls[i % old] for i in indices]
+        envs_new = [self._new_env(url) for url in urls]
+        if self._opened:
+            self._growing = list(zip(envs_new, urls, strict=True))
+            try:
+                self._open_envs(envs_new, indices)
+            except BaseException:
+                run_all([env.close for env in envs_new], noop)
+                stop_all(started)
+                raise
+            finally:
+                self._growing = []
+        self._envs += envs_new
+        self._providers += providers_new
+        self._urls += urls
+        with self._lock:
+            self._core.resize(size)
+
+    def _settle_failures(
+        self, what: str, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    ) -> None:
+        """After ``step``/``reset``: replace the failed sessions (``on_failure="replace"``), or raise ``PoolError``.
+
+        ``results`` gets each replaced session's new reset; ``errors[i]`` becomes
+        the last replacement attempt's error where one failed too.
+        """
+        unreplaced: dict[int, PoolError] = {}
+        if self._core.on_failure == "replace":
+            replaced, unreplaced = self._replace_all(sorted(errors))
+            results.update(replaced)
+            errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
+        failed = {i: e for i, e in errors.items() if i not in results}
+        if failed:
+            if unreplaced:
+                message = unreplaced_message(what, len(errors), len(order), unreplaced)
+            else:
+                message = pool_error(what, order, results, failed)
+            raise PoolError(message, {i: results.get(i) for i in order}, failed)
+
+    def _replace_completed(self, done: list[Completed[Any]]) -> list[Completed[Any]]:
+        """After ``recv`` (``on_failure="replace"``): each failed completion replaced by its session's new reset.
+
+        Raises:
+            PoolError: some could not be replaced; the other completions are kept
+                for the next ``recv()``.
+        """
+        failed = dict.fromkeys(c.index for c in done if c.error is not None and not c.replaced)
+        replaced, unreplaced = self._replace_all(failed)
+        out = [
+            Completed(c.index, replaced[c.index], c.error, replaced=True) if c.index in replaced else c
+            for c in done
+            if c.index not in unreplaced
+        ]
+        if unreplaced:
+            # the other completions are not lost: the next recv() returns them
+            self._ready = out + self._ready
+            kept = {c.index: c.result for c in out}
+            raise PoolError(
+                recv_unreplaced_message(unreplaced),
+                {c.index: kept.get(c.index) for c in done},  # in order of arrival, None where unreplaced
+                {i: unreplaced[i].errors[i] for i in sorted(unreplaced)},
+            )
+        return out
+
+    def _replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[Any]], dict[int, PoolError]]:
+        """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
+
+        Returns the new episodes' reset results, and for the sessions that
+        could not be replaced the ``PoolError`` saying why.
+        """
+        replaced: dict[int, StepResult[Any]] = {}
+        unreplaced: dict[int, PoolError] = {}
+        for index in indices:
+            try:
+                replaced[index] = self._replace(index)
+            except PoolError as exc:
+                unreplaced[index] = exc
+        return replaced, unreplaced
+
+    def _replace(self, index: int) -> StepResult[Any]:
+        self._forget([index])
+        provider = self._providers[index]
+        shared = provider is not None and sum(p is provider for p in self._providers) > 1
+        plan = ReplacePlan(index, self._replace_attempts, own_server=self._factory is not None and not shared)
+        while (delay := plan.next_try()) is not None:
+            if delay:
+                sleep(delay)
+            try:
+                result = self._renew(index, plan.own_server)
+            except OpenEnvError as exc:
+                plan.failed(exc)
+                continue
+            self._core.replaced(index, result)
+            return result
+        raise plan.error() from plan.last
+
+    def _renew(self, index: int, own_server: bool) -> StepResult[Any]:
+        """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
+        old, provider = self._envs[index], self._providers[index]
+        self._envs[index] = self._new_env(self._urls[index])
+        quietly(old.close)
+        if own_server and self._factory is not None:
+            self._providers[index] = None
+            if provider is not None:
+                quietly(provider.stop)
+            provider = make_providers(self._factory, [index])[0]
+            url = (start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
+            self._providers[index], self._urls[index] = provider, url
+            self._envs[index] = self._new_env(url)
+        env = self._envs[index]
+        result: StepResult[Any] = self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+        return result
+
+
+def _connect_and_reset(env: Env[Any, Any, Any], kwargs: Mapping[str, Any]) -> StepResult[Any]:
+    env.connect()
+    return env.reset(**kwargs)
+
+
+def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return lambda: fn(*args)
+
+
+class _Stop:
+    """Set when a call running sessions in parallel is interrupted: their waits between tries end."""
+
+    __slots__ = ("set",)
+
+    def __init__(self) -> None:
+        self.set = False
+
+
+def _check_stop(stop: _Stop | None) -> None:
+    if stop is not None and stop.set:
+        raise EnvClosed("interrupted while opening the session")
+
+
+def _pause(seconds: float, stop: _Stop | None) -> None:
+    """Sleep ``seconds``, in short slices when ``stop`` may end the wait early."""
+    if stop is None:
+        sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    while not stop.set:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        sleep(min(left, 0.05))
+    _check_stop(stop)
