@@ -86,6 +86,24 @@ async def test_environment_factory_waits_at_max_servers(tmp_path: Path, monkeypa
         await cls.close()
 
 
+async def test_starting_one_more_server_does_not_eat_the_capacity_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each server takes 3 s to come up, longer than the 2 s capacity_timeout, and 0.5 s to free the
+    # slot of the client that started it. b's reset starts the second server (bounded by
+    # ready_timeout), is refused while that slot is freed, and must still get its 2 s of waiting.
+    checkout = _checkout(tmp_path, monkeypatch)
+    slow = {"SOLO_ECHO_START_DELAY": "3", "SOLO_ECHO_CLOSE_DELAY": "0.5"}
+    cls = await environment_factory(checkout, ready_timeout=60, capacity_timeout=2, max_servers=2, env_vars=slow)
+    try:
+        a, b = cls(), cls()
+        await a.reset()
+        await b.reset()
+        assert len(cls._openenv.servers.servers) == 2
+    finally:
+        await cls.close()
+
+
 async def test_a_pool_of_a_one_session_checkout_runs_a_server_per_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -281,6 +281,9 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                             raise CapacityReached(self._still_full(refusal), code, details) from None
                         await sleep(deadline.cap(next(delays)))
                         continue
+                    if server.fresh:  # started for this instance: that wait was ready_timeout's, not
+                        server.fresh = False  # capacity_timeout's, and the new server may still be freeing
+                        deadline = Deadline(shared.capacity_timeout)  # the slot of the client that probed it
                     self._server = server
                     self._env = Env(server.base_url, **shared.options)
             try:
@@ -510,7 +513,9 @@ async def environment_factory(
         reset_keys: the dataset columns ``reset`` forwards (``"all"``: every
             one); default: what the server declares, else ``seed`` and ``episode_id``.
         capacity_timeout: seconds an instance's first ``reset`` keeps retrying
-            while the server is at capacity (``None``: no limit).
+            while the server is at capacity (``None``: no limit).  Starting
+            one more server (``max_servers``) is bounded by ``ready_timeout``
+            and the wait starts again once it is up.
         get_reward: define ``get_reward()`` (TRL's reward hook).
         use_docker: as for ``Env.from_env``.
         tag: as for ``Env.from_env``.

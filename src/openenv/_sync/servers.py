@@ -34,6 +34,8 @@ class Server:
     base_url: str
     root: Env[Any, Any, Any] | None
     load: int = 0
+    #: started by `ServerSet.acquire` for the caller it was returned to, which has not looked yet
+    fresh: bool = False
 
 
 class ServerSet:
@@ -98,7 +100,7 @@ class ServerSet:
         except BaseException:
             root.close()
             raise
-        server = Server(root.base_url, root, load=1)
+        server = Server(root.base_url, root, load=1, fresh=True)
         with self._lock:
             closed = self._closed
             if not closed:

@@ -1,7 +1,13 @@
 """The ASGI app: one session per server (``max_sessions=1``, the default of OpenEnv's servers too)."""
 
+import os
+import time
+
 from openenv.server.asgi import create_app
 
 from .solo_environment import SoloEnvironment
 
 app = create_app(SoloEnvironment, max_sessions=1)
+
+if os.environ.get("SOLO_ECHO_START_DELAY"):  # a server that is slow to come up (tests/_async/test_servers.py)
+    time.sleep(float(os.environ["SOLO_ECHO_START_DELAY"]))

@@ -1,6 +1,7 @@
 """Echoes each message with the server's PID (so a test sees which server answered)."""
 
 import os
+import time
 from typing import Any
 
 from openenv.server import Environment, State
@@ -27,3 +28,7 @@ class SoloEnvironment(Environment):
     @property
     def state(self) -> State:
         return self._state
+
+    def close(self) -> None:
+        if os.environ.get("SOLO_ECHO_CLOSE_DELAY"):  # a server slow to free a slot (tests/_async/test_servers.py)
+            time.sleep(float(os.environ["SOLO_ECHO_CLOSE_DELAY"]))
