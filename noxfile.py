@@ -14,6 +14,8 @@
 
 Sessions run on the interpreter that runs nox and reuse their virtualenvs, except
 `matrix`, whose legs need python3.10 ... python3.13 on PATH (.ci/run puts pyenv's there).
+.ci/run runs the sessions side by side in lanes and skips the leg that `nox -s tests`
+already is: the whole suite on its own Python with the default dependencies (3.11 there).
 
 The suite runs in parallel (pytest-xdist, PARALLEL below): it waits on timeouts, restarts
 and proxies, with the CPU near 5 %, so several worker processes share the two cores. Tests
@@ -126,7 +128,9 @@ sys.exit(code)
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
-    session.run("python", "-c", _PYTEST, *args)
+    # in CI, each session's log ends with its slowest tests: where the time of a run goes
+    durations = ["--durations=15"] if os.environ.get("CI") else []
+    session.run("python", "-c", _PYTEST, *durations, *args)
 
 
 @nox.session
@@ -164,7 +168,17 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Everything except the docker, interop and ray suites, in parallel (PARALLEL); extra args go to pytest."""
     session.install("-e", ".[docker]", *TEST_DEPS, *TRL_TEST_DEPS)
+    # the whole suite on this Python with what pip resolves: .ci/run counts it as that matrix leg
+    session.run("python", "-c", _VERSIONS, "tests")
     _pytest(session, "-m", "not docker and not interop and not ray", *PARALLEL, *session.posargs)
+
+
+# What a test session runs on (printed before its tests; argv[1] names the session).
+_VERSIONS = """
+import sys, websockets, httpx, pydantic, docker
+print(sys.argv[1] + ": Python", sys.version.split()[0], "| websockets", websockets.__version__,
+      "| httpx", httpx.__version__, "| pydantic", pydantic.VERSION, "| docker", docker.__version__)
+"""
 
 
 def _check_lowest() -> list[str]:
@@ -210,12 +224,7 @@ def matrix(session: nox.Session, deps: str, whole: bool) -> None:
         session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *deps_of_leg)
     else:
         session.install("-e", ".", *deps_of_leg)
-    report = (
-        "import sys, websockets, httpx, pydantic, docker\n"
-        "print('matrix leg: Python', sys.version.split()[0], '| websockets', websockets.__version__,"
-        " '| httpx', httpx.__version__, '| pydantic', pydantic.VERSION, '| docker', docker.__version__)\n"
-    )
-    session.run("python", "-c", report)
+    session.run("python", "-c", _VERSIONS, "matrix leg")
     if deps == "lowest":
         session.run("python", "-c", _ASSERT_LOWEST, *(f"{n}=={v}" for n, v in LOWEST.items()))
     ignore = [] if whole else [f"--ignore={path}" for path in MATRIX_SUBSET_IGNORE]

@@ -28,7 +28,9 @@ def anyio_backend() -> str:
 # (tests/leaks.py: threads, fds, children of *this* process) stay exact.  What workers do share is
 # the machine: a test marked ``serial`` runs alone.  It takes a file lock exclusively; every other test
 # holds it shared while it runs.  A second lock, the turnstile, stops new tests from starting while a
-# serial test waits, so it gets its turn.  Without xdist (``-n 0``, or a plain ``pytest``) nothing is locked.
+# serial test waits, so it gets its turn.  Without xdist (``-n 0``, or a plain ``pytest``) nothing is locked,
+# unless $OPENENV_TWIN_TEST_LOCKS names a folder already: .ci/run sets one for all the suites it runs side
+# by side, so that a serial test runs alone on the machine, not only within its own session.
 
 #: where the controller puts the lock files of one run (its workers inherit the variable)
 LOCK_DIR_ENV = "OPENENV_TWIN_TEST_LOCKS"
@@ -66,6 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return  # an xdist worker (it inherited the variable), or no workers at all
+    if os.environ.get(LOCK_DIR_ENV):
+        return  # set from outside: .ci/run shares one folder between the suites it runs side by side
     folder = tempfile.mkdtemp(prefix="openenv-twin-test-locks-")
     os.environ[LOCK_DIR_ENV] = folder
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
@@ -79,11 +83,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _run_locks(config: pytest.Config) -> list[Any]:
-    """The turnstile and room lock files of this run (opened once per worker), or ``[]`` outside an xdist worker."""
+    """The turnstile and room lock files of this run (opened once per worker), or ``[]`` when not locking.
+
+    An xdist worker locks; so does a run without workers (``-n 0``, ``nox -s ray``) when the folder
+    was set from outside (.ci/run runs several suites side by side); the xdist controller never does.
+    """
     import os
 
     folder = os.environ.get(LOCK_DIR_ENV)
-    if folder is None or not hasattr(config, "workerinput"):
+    controller = not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+    if not folder or controller:
         return []
     if not _LOCKS:
         for name in ("turnstile", "room"):

@@ -198,6 +198,24 @@ def test_container_verdicts(labels: dict[str, str], start_now: int | None, every
     assert found == verdict and why
 
 
+@pytest.mark.parametrize("owner_now", [OWNER.start_time, None, OWNER.start_time + 1], ids=["alive", "gone", "reused"])
+@pytest.mark.parametrize("owner_host", ["h", "ci-runner-7"])
+def test_processes_and_containers_share_one_liveness_rule(owner_now: int | None, owner_host: str) -> None:
+    """The same owner facts give the same judgement for a local server's record and for a container."""
+    owner = Identity(owner_host, OWNER.boot_id, OWNER.pid_namespace, OWNER.pid, OWNER.start_time)
+    record = ProcessRecord(
+        10, 100, owner.pid, owner.start_time, "b", host=owner.host, pid_namespace=owner.pid_namespace
+    )
+    labels = {**MANAGED, **identity_labels(owner)}
+    state = owner_state(owner, HERE, owner_now)[0]
+    process = prune_verdict(record, start_time_now=100, owner_start_time_now=owner_now, boot_id_now="b", here=HERE)
+    container = container_verdict(labels, here=HERE, start_time_now=owner_now)[0]
+    assert {ALIVE: (KEEP, KEEP), DEAD: (KILL, REMOVE), FOREIGN: (FOREIGN, FOREIGN)}[state] == (process, container)
+    # the server itself is judged by the same rule: a reused PID is never killed
+    reused = prune_verdict(record, start_time_now=101, owner_start_time_now=None, boot_id_now="b", here=HERE)
+    assert reused == (FORGET if owner_host == "h" else FOREIGN)
+
+
 def test_a_record_of_another_pid_namespace_is_never_acted_on() -> None:
     record = ProcessRecord(10, 100, 20, 200, "b", host="h", pid_namespace="pid:[1]")
     for everything in (False, True):

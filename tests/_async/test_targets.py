@@ -81,7 +81,9 @@ ECHO_IMAGE = "openenv-test/echo:latest"
 def _ours(engine: Any) -> list[Any]:
     import os
 
-    found = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    # filtered by our PID in the engine: another worker may remove its own containers while a listing inspects them
+    mine = f"org.openenv.pid={os.getpid()}"
+    found = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", mine]})
     return [c for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
 
 

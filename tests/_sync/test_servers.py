@@ -191,7 +191,9 @@ def test_max_servers_puts_sessions_on_fewer_servers_that_hold_them() -> None:
 def _managed(engine: Any) -> list[str]:
     import os
 
-    left = engine.containers.list(all=True, filters={"label": "org.openenv.managed=1"})
+    # filtered by our PID in the engine: another worker may remove its own containers while a listing inspects them
+    mine = f"org.openenv.pid={os.getpid()}"
+    left = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", mine]})
     return [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
 
 

@@ -195,7 +195,8 @@ def owner_state(owner: Identity, here: Here, start_time_now: int | None) -> tupl
         start_time_now: the start time of the process with ``owner.pid`` here
             (``None``: no such process).
 
-    The one liveness rule, for processes and containers: an owner of this
+    The one liveness rule, for process records (the server and its owner,
+    `prune_verdict`) and containers (`container_verdict`): an owner of this
     host, boot and PID namespace is alive exactly when a process with its PID
     runs *and* started when it did (PIDs are reused).  Anything of another
     host, boot or PID namespace is `FOREIGN`: its PID means nothing here.
@@ -235,20 +236,25 @@ def prune_verdict(
         everything: ``--all``: also servers whose owner is alive.
         here: this host and PID namespace (``None``: only the boot id is compared).
 
-    A process whose start time differs from the record's is never killed, and
+    The server and its owner are judged by `owner_state()`, the rule for
+    containers too: a PID counts only with its recorded start time, so a
+    process whose start time differs from the record's is never killed, and
     nothing is done to the record of another host or PID namespace
     (`FOREIGN`, even with ``everything``: its PIDs mean nothing here).
     """
     if record.boot_id and boot_id_now and record.boot_id != boot_id_now:
         return FORGET  # that boot is over: none of its processes runs
-    if here is not None:
-        owner = Identity(record.host, "", record.pid_namespace, record.owner_pid, record.owner_start_time)
-        if owner_state(owner, Here(here.host, "", here.pid_namespace), None)[0] == FOREIGN:
-            return FOREIGN
-    if start_time_now is None or start_time_now != record.start_time:
-        return FORGET
-    owner_alive = owner_start_time_now is not None and owner_start_time_now == record.owner_start_time
-    if owner_alive and not everything:
+    # The boot was compared above (a record may lack it, or this host not know it); host and
+    # namespace are compared when ``here`` is given (a record written before it recorded them has "").
+    facts = Here(here.host, "", here.pid_namespace) if here is not None else Here("", "", "")
+    host, namespace = (record.host, record.pid_namespace) if here is not None else ("", "")
+    server, _ = owner_state(Identity(host, "", namespace, record.pid, record.start_time), facts, start_time_now)
+    if server == FOREIGN:
+        return FOREIGN
+    if server == DEAD:
+        return FORGET  # gone, or its PID now belongs to another process: never killed
+    owner = Identity(host, "", namespace, record.owner_pid, record.owner_start_time)
+    if owner_state(owner, facts, owner_start_time_now)[0] == ALIVE and not everything:
         return KEEP
     return KILL
 
