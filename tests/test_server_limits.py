@@ -261,12 +261,14 @@ def test_unused_mcp_sessions_expire_and_free_their_slots(asgi_server_factory: An
 
 
 def test_mcp_sessions_in_use_do_not_expire(asgi_server_factory: Any) -> None:
-    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=0.4)
+    # idle_timeout 1.5 s, each session used every 0.1 s for 3.3 s (two timeouts): a scheduling stall
+    # of more than a second on a loaded machine is needed to expire one wrongly
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=1.5)
     with httpx.Client(base_url=server.url) as client:
         by_http = _rpc(client, "openenv/session/create")["result"]["session_id"]
         by_ws = _rpc(client, "openenv/session/create")["result"]["session_id"]
         with connect(f"{server.ws_url}?session_id={by_ws}", open_timeout=10) as ws:
-            for _ in range(12):  # 1.2 s, three idle timeouts: each session used every 0.1 s
+            for _ in range(33):
                 time.sleep(0.1)
                 assert _rpc(client, "tools/call", name="add", arguments={"a": 1, "b": 2}, session_id=by_http)["result"]
                 ws.send(json.dumps({"type": "state"}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import logging
 import ssl
 import subprocess
 import sys
@@ -205,12 +206,17 @@ def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_fact
     other.connect()  # the server stays full: the pool's sessions wait up to capacity_timeout
     pool = EnvPool(server.url, size=2, capacity_timeout=60.0)
     waiting = pool.envs
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    # Ctrl-C once the pool's sessions are in their capacity wait: the in-process server has refused
+    # them three times (each session once, then a retry), whatever the machine's load
+    refusals = _Refusals(3)
+    server_log = logging.getLogger("openenv.server")
+    level = server_log.level
+    server_log.setLevel(logging.INFO)
+    server_log.addHandler(refusals)
     try:
         with pytest.raises(KeyboardInterrupt):
             pool.connect()
-        timer.join()
+        assert refusals.fired
         # the sessions being opened were closed (their waits ended); the pool has fresh clients
         assert all(env.closed for env in waiting)
         assert not any(env is old for env, old in zip(pool.envs, waiting, strict=True))
@@ -221,10 +227,28 @@ def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_fact
         pool.connect()  # the pool can still be opened once the server has room
         assert [r.observation["count"] for r in pool.reset()] == [0, 0]
     finally:
-        timer.cancel()
+        server_log.removeHandler(refusals)
+        server_log.setLevel(level)
         hog.close()
         other.close()
         pool.close()
+
+
+class _Refusals(logging.Handler):
+    """Interrupts the main thread (Ctrl-C) at the ``count``-th "refusing a session" log record."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(logging.DEBUG)
+        self._left = count
+        self.fired = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.fired or not record.getMessage().startswith("refusing a session"):
+            return
+        self._left -= 1
+        if self._left == 0:
+            self.fired = True
+            _thread.interrupt_main()
 
 
 TLS_CONNECTS = 1000

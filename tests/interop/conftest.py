@@ -53,7 +53,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 240.0) -> None:
+    # generous: a released server imports its whole stack (FastAPI, gradio, ...) in a fresh interpreter,
+    # which takes minutes when CI's lanes share two cores; a server that exits fails at once
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
