@@ -264,6 +264,12 @@ def test_mcp_sessions_in_use_do_not_expire(asgi_server_factory: Any) -> None:
     # idle_timeout 1.5 s, each session used every 0.1 s for 3.3 s (two timeouts): a scheduling stall
     # of more than a second on a loaded machine is needed to expire one wrongly
     server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=1.5)
+    # uvicorn's first upgrade imports its WebSocket stack, which took more than the idle timeout on a
+    # loaded machine: do it before any session's clock runs (a session created first expired meanwhile)
+    with connect(server.ws_url, open_timeout=30) as warm:
+        warm.send(json.dumps({"type": "state"}))
+        assert json.loads(warm.recv(timeout=30))["type"] == "state"
+    wait_for(lambda: server.active_sessions == 0, "the warm-up session to end")
     with httpx.Client(base_url=server.url) as client:
         by_http = _rpc(client, "openenv/session/create")["result"]["session_id"]
         by_ws = _rpc(client, "openenv/session/create")["result"]["session_id"]
