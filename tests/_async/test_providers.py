@@ -50,6 +50,30 @@ async def test_a_server_that_never_becomes_ready_is_stopped() -> None:
     assert provider._child is None
 
 
+_UNHEALTHY = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(503); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H)
+print("unhealthy: listening, /health answers 503 forever", flush=True)
+server.serve_forever()
+"""
+
+
+async def test_a_server_that_answers_unhealthy_forever_is_stopped_and_the_error_names_the_last_answer() -> None:
+    # the outcome of the last poll is part of the message: here, where nothing but the server can
+    # answer, it is the server's status (the Docker twin of this test goes through docker-proxy)
+    provider = ProcessProvider([sys.executable, "-c", _UNHEALTHY, "{host}", "{port}"])
+    with pytest.raises(ReadinessTimeout) as info:
+        await Env.from_provider(provider, ready_timeout=2)
+    assert "did not become healthy within 2.0 s (last: HTTP 503)" in str(info.value)
+    assert "unhealthy: listening" in info.value.logs
+    assert provider._child is None
+
+
 async def test_from_env_runs_a_local_checkout(tmp_path: Path) -> None:
     (tmp_path / "my_counter.py").write_text(
         textwrap.dedent(
