@@ -38,6 +38,7 @@ from .._core.result import StepResult
 from .._core.servers import check_max_servers
 from .connection import Request, Ticket
 from .env import Env
+from .pool_checkout import Checkout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
@@ -775,7 +776,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             else:
                 self._grow(size)
 
-    def checkout(self) -> _Checkout[ActT, ObsT, StateT]:
+    def checkout(self) -> Checkout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
 
         Use it as a context manager (entered like the pool itself): the block
@@ -792,45 +793,4 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             SessionBusy: on entering, when no session is free (all checked out, busy or failed).
             EnvClosed: on entering, when the pool is closed.
         """
-        return _Checkout(self)
-
-    def _take(self) -> tuple[int, Env[ActT, ObsT, StateT]]:
-        self._check_open()
-        with self._lock:
-            index = self._core.checkout()
-        return index, self._envs[index]
-
-    def _give_back(self, index: int, env: Env[ActT, ObsT, StateT]) -> None:
-        if index < len(self._envs) and self._envs[index] is env:
-            self._core.checkin(index)
-
-    def _forget(self, indices: Sequence[int]) -> None:
-        """Drop what the pool still held for sessions reset, replaced or removed: unread completions, unsent calls."""
-        drop = set(indices)
-        self._ready = [c for c in self._ready if c.index not in drop]
-        for index in drop:
-            self._calls.pop(index, None)
-
-
-class _Checkout(Generic[ActT, ObsT, StateT]):
-    """The context manager of ``EnvPool.checkout()``."""
-
-    def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
-        self._pool = pool
-        self._taken: tuple[int, Env[ActT, ObsT, StateT]] | None = None
-
-    def __enter__(self) -> Env[ActT, ObsT, StateT]:
-        if self._taken is not None:
-            raise RuntimeError("this checkout() is already in use; call checkout() again")
-        self._taken = self._pool._take()
-        return self._taken[1]
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        taken, self._taken = self._taken, None
-        if taken is not None:
-            self._pool._give_back(*taken)
+        return Checkout(self)

@@ -160,3 +160,10 @@ class PoolFlight:
         self._tickets.clear()
         for job in self._core.unqueue():
             self._calls.pop(job.index, None)
+
+    def _forget(self, indices: Sequence[int]) -> None:
+        """Drop what the pool still held for sessions reset, replaced or removed: unread completions, unsent calls."""
+        drop = set(indices)
+        self._ready = [c for c in self._ready if c.index not in drop]
+        for index in drop:
+            self._calls.pop(index, None)

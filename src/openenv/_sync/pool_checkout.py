@@ -1,0 +1,49 @@
+# GENERATED from src/openenv/_async/pool_checkout.py by scripts/run_unasync.py -- DO NOT EDIT.
+"""The checkout room of ``EnvPool``: one free session's client lent out for exclusive use, then taken back."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
+
+from .env import Env
+
+if TYPE_CHECKING:
+    from .pool import EnvPool
+
+ActT = TypeVar("ActT", default=dict[str, Any])
+ObsT = TypeVar("ObsT", default=dict[str, Any])
+StateT = TypeVar("StateT", default=dict[str, Any])
+
+
+class Checkout(Generic[ActT, ObsT, StateT]):
+    """The context manager of ``EnvPool.checkout()``: entering takes the lowest free session, leaving gives it back."""
+
+    def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
+        self._pool = pool
+        self._taken: tuple[int, Env[ActT, ObsT, StateT]] | None = None
+
+    def __enter__(self) -> Env[ActT, ObsT, StateT]:
+        if self._taken is not None:
+            raise RuntimeError("this checkout() is already in use; call checkout() again")
+        pool = self._pool
+        pool._check_open()
+        with pool._lock:
+            index = pool._core.checkout()
+        self._taken = (index, pool._envs[index])
+        return self._taken[1]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            index, env = taken
+            pool = self._pool
+            if index < len(pool._envs) and pool._envs[index] is env:  # not replaced or removed meanwhile
+                pool._core.checkin(index)
