@@ -92,10 +92,12 @@ def test_busy_sessions_are_not_idle() -> None:
     """The idle clock runs only while the server waits for a message, and restarts with each."""
     with EnvServer(CounterEnv, idle_timeout=0.5) as srv, ws(srv) as conn:
         ask(conn, {"type": "reset"})
-        # a step that takes longer than idle_timeout is not idleness
-        reply = json.loads(ask(conn, {"type": "step", "data": {"delta": 1, "sleep": 0.8}}))
-        assert reply["type"] == "observation"
-        assert json.loads(ask(conn, {"type": "state"}))["type"] == "state"
+        # a step that takes longer than idle_timeout is not idleness; the next frame is served (sent
+        # with the step: a loaded client replying late cannot expire it)
+        conn.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.8}}))
+        conn.send(json.dumps({"type": "state"}))
+        assert json.loads(conn.recv(timeout=10))["type"] == "observation"
+        assert json.loads(conn.recv(timeout=10))["type"] == "state"
 
 
 # --------------------------------------------------------------------------- handshake flood

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import http.server
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,28 +53,34 @@ async def test_a_server_that_never_becomes_ready_is_stopped() -> None:
     assert provider._child is None
 
 
-_UNHEALTHY = """
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(503); self.send_header("Content-Length", "0"); self.end_headers()
-    def log_message(self, *args):
+class _SlowUnhealthy(http.server.BaseHTTPRequestHandler):
+    """Answers every request 503 after 0.2 s: longer than the last poll of a wait gets (see below)."""
+
+    def do_GET(self) -> None:
+        time.sleep(0.2)
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
         pass
-server = http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), H)
-print("unhealthy: listening, /health answers 503 forever", flush=True)
-server.serve_forever()
-"""
 
 
-async def test_a_server_that_answers_unhealthy_forever_is_stopped_and_the_error_names_the_last_answer() -> None:
-    # the outcome of the last poll is part of the message: here, where nothing but the server can
-    # answer, it is the server's status (the Docker twin of this test goes through docker-proxy)
-    provider = ProcessProvider([sys.executable, "-c", _UNHEALTHY, "{host}", "{port}"])
-    with pytest.raises(ReadinessTimeout) as info:
-        await Env.from_provider(provider, ready_timeout=2)
-    assert "did not become healthy within 2.0 s (last: HTTP 503)" in str(info.value)
-    assert "unhealthy: listening" in info.value.logs
-    assert provider._child is None
+async def test_a_wait_for_an_unhealthy_server_names_its_answer_not_the_timeout_of_a_poll_cut_short() -> None:
+    # the backoff sleeps until the deadline, so the wait's last poll gets milliseconds and times out
+    # (every time here: the server takes 0.2 s to answer); the error names the server's answer before it
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowUnhealthy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(ReadinessTimeout) as info:
+            await ServerProvider().wait_until_ready(url, 3.0)
+        assert str(info.value) == f"{url} did not become healthy within 3.0 s (last: HTTP 503)"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 async def test_from_env_runs_a_local_checkout(tmp_path: Path) -> None:

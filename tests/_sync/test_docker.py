@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 import pytest
@@ -86,14 +85,9 @@ def test_a_container_that_dies_while_starting_says_why(docker_engine: Any) -> No
 def test_a_container_that_never_becomes_healthy_is_removed(docker_engine: Any) -> None:
     with pytest.raises(ReadinessTimeout) as info:
         Env.from_docker_image("openenv-test/never:latest", ready_timeout=15)
-    # the error names the last poll's outcome and carries the container's log lines. That outcome is
-    # "HTTP 503" on a quiet machine, but the path goes through docker-proxy: in loaded CI runs the polls
-    # saw ConnectTimeout or ReadTimeout for the whole wait. The exact status is checked where only the
-    # server can answer (test_providers.py, a local process answering 503 forever).
-    assert re.search(
-        r"within 15\.0 s \(last: (HTTP 503|ConnectTimeout|ReadTimeout|ConnectError|RemoteProtocolError)",
-        str(info.value),
-    ), str(info.value)
+    # the error names the server's last answer (not the timeout of the wait's last poll, which the
+    # deadline cuts short) and carries the container's log lines
+    assert "did not become healthy within 15.0 s (last: HTTP 503)" in str(info.value)
     assert "never: listening on 0.0.0.0:8000" in str(info.value)
     assert _ours(docker_engine) == []
 

@@ -81,6 +81,10 @@ class Provider(Protocol):
         ...
 
 
+_POLL_TIMEOUT = 2.0  # seconds one readiness poll may take (less when the deadline is nearer)
+_NO_ANSWER = "no answer yet"
+
+
 class ServerProvider:
     """Base class with the readiness loop: poll ``GET /health`` with a short backoff.
 
@@ -140,7 +144,7 @@ class ServerProvider:
 
         deadline = Deadline(timeout)
         delays = backoff()
-        last = "no answer yet"
+        last = _NO_ANSWER
         options = ClientOptions(verify=verify)
         with http_client(endpoints, options) as http:
             for attempt in itertools.count():
@@ -148,15 +152,19 @@ class ServerProvider:
                     raise ProviderError(f"{self!r} was stopped before it became ready")
                 if attempt % 4 == 0:  # is it still alive? (a Docker inspect; not on every poll)
                     self.check()
+                poll = deadline.cap(_POLL_TIMEOUT) or 0.01
                 try:
-                    response = http.get(endpoints.http("/health"), timeout=deadline.cap(2.0) or 0.01)
+                    response = http.get(endpoints.http("/health"), timeout=poll)
                     if response.status_code == 200:
                         return
                     last = f"HTTP {response.status_code}"
                 except httpx.HTTPError as exc:
                     if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
                         raise http_error(exc, base_url, options) from None  # waiting cannot fix it: say verify=
-                    last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    if not (isinstance(exc, httpx.TimeoutException) and poll < _POLL_TIMEOUT and last != _NO_ANSWER):
+                        last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    # else: the deadline cut this poll short (the last one often gets milliseconds): its
+                    # timeout says nothing about the server, the answer before it does
                 if deadline.expired:
                     self.check()
                     raise ReadinessTimeout(
