@@ -83,6 +83,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
+from ._idle import IdleTimer
 from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
@@ -282,45 +283,11 @@ async def _release(protocol: EnvProtocol, session: Session) -> None:
             await run_in_threadpool(protocol.end_session, session)
 
 
-class _IdleCancel:
-    """Cancels the connection's task when its client sent nothing for ``idle`` seconds while it waited for them.
-
-    One timer per connection (not one ``wait_for`` task and timer per frame):
-    a message only stores the time, and the timer, when it fires early,
-    re-arms itself for the remaining time.  It cancels the task only while
-    the task waits in ``receive()`` (``busy`` is false), never in the middle
-    of a call or a send.
-    """
-
-    def __init__(self, idle: float) -> None:
-        self._idle = idle
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        self.last = self._loop.time()
-        self.busy = False
-        self.fired = False
-        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self.last + idle, self._check)
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        due = self.last + self._idle
-        if self.busy or now < due:
-            self._timer = self._loop.call_at(max(due, now + self._idle) if self.busy else due, self._check)
-            return
-        self._timer = None
-        self.fired = True
-        if self._task is not None:
-            self._task.cancel()
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-
 async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> None:
     loop = asyncio.get_running_loop()
-    watch = None if idle is None else _IdleCancel(idle)
+    task = asyncio.current_task()
+    # idle: cancel the task (only ever waiting in receive() then: the timer does not fire during a call)
+    watch = None if idle is None or task is None else IdleTimer(idle, task.cancel)
     receive = websocket.receive
     try:
         while True:
@@ -329,13 +296,12 @@ async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> N
             except asyncio.CancelledError:
                 if watch is None or not watch.fired:
                     raise
-                task = asyncio.current_task()
                 if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours
                     task.uncancel()
                 await websocket.close(1001, f"idle timeout: no message for {idle:g} s")
                 return
             if watch is not None:
-                watch.busy = True
+                watch.active()
             if message["type"] == "websocket.disconnect":
                 return
             raw: str | bytes = message["text"] if message.get("text") is not None else message.get("bytes") or b""
@@ -352,8 +318,7 @@ async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> N
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return
             if watch is not None:
-                watch.busy = False
-                watch.last = loop.time()
+                watch.quiet()
     finally:
         if watch is not None:
             watch.cancel()
