@@ -111,3 +111,31 @@ def test_idle_ws_clients_are_closed_and_busy_ones_are_not(asgi_server_factory: A
     while server.active_sessions and time.monotonic() < deadline:
         time.sleep(0.01)
     assert server.active_sessions == 0
+
+
+def test_ws_is_served_at_ws_only_and_under_a_root_path(asgi_server_factory: Any) -> None:
+    """``/ws`` bypasses Starlette's routing: other WebSocket paths are still refused, and a root path is honoured."""
+    from websockets.exceptions import InvalidStatus
+
+    from openenv.server.asgi import _route_path
+
+    server = asgi_server_factory(CounterEnv, max_sessions=1)
+    with pytest.raises(InvalidStatus) as info:
+        connect(server.url.replace("http", "ws", 1) + "/wsx", open_timeout=10).close()
+    assert info.value.response.status_code == 403  # Starlette's answer to an unrouted WebSocket
+    with connect(server.url.replace("http", "ws", 1) + "/ws", open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {}}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+    assert server.active_sessions == 0 or _wait_for_no_sessions(server)
+    # the path the routes see (Starlette's rule): the scope's path without its root_path
+    assert _route_path({"path": "/ws"}) == "/ws"
+    assert _route_path({"path": "/env/ws", "root_path": "/env"}) == "/ws"
+    assert _route_path({"path": "/ws", "root_path": "/env"}) == "/ws"  # root path not in the path
+    assert _route_path({"path": "/envws", "root_path": "/env"}) == "/envws"
+
+
+def _wait_for_no_sessions(server: Any) -> bool:
+    deadline = time.monotonic() + 10
+    while server.active_sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(server.active_sessions == 0)

@@ -48,6 +48,9 @@ Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
   silent or slow sockets cannot pile up.  Plain ``uvicorn module:app`` has no
   such timeout (only ``--timeout-keep-alive`` between requests).
 
+``/ws`` is a bare ASGI endpoint ahead of Starlette's routing and middleware:
+it reads and writes the ASGI messages itself, so a frame costs only uvicorn's
+work and the protocol's (no ``WebSocket`` wrapper or middleware per frame).
 A blocking environment's session runs on its own worker thread, so a slow
 ``step`` blocks only its session and uvicorn keeps answering pings; one that
 does not block (``async`` methods, ``reset_async``/``step_async``, or
@@ -71,14 +74,15 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
@@ -104,6 +108,31 @@ def _response(reply: HttpReply) -> Response:
 
 def _executor(session: Session) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"openenv-session-{session.session_id[:8]}")
+
+
+_ACCEPT: Message = {"type": "websocket.accept"}
+
+
+class _App(Starlette):
+    """Starlette, with ``/ws`` served by a bare ASGI app ahead of the routing and middleware (per frame: nothing)."""
+
+    _ws: ASGIApp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and _route_path(scope) == "/ws":
+            scope["app"] = self
+            await self._ws(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match (Starlette's rule: ``path`` without a leading ``root_path``)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("/", ""):
+        return path[len(root) :]
+    return path
 
 
 def _text(frame: str) -> str:
@@ -173,14 +202,16 @@ def create_app(
             return _too_large(max_body_size)
         return _response(await run_in_threadpool(_http.mcp, protocol, body))
 
-    async def ws(websocket: WebSocket) -> None:
-        session_id = websocket.query_params.get("session_id")
+    async def ws(scope: Scope, receive: Receive, send: Send) -> None:
+        """``/ws`` as a bare ASGI app: the messages by hand, no Starlette ``WebSocket`` wrapper per frame."""
+        query = scope.get("query_string", b"").decode("latin-1")
+        session_id = dict(parse_qsl(query, keep_blank_values=True)).get("session_id") if query else None
         error: str | None
         if session_id:
             session, error = protocol.attach(session_id)
         else:
             if not protocol.reserve_slot():
-                await _refuse(websocket, protocol)
+                await _refuse(scope, receive, send, protocol)
                 return
             env_cls = protocol._env_cls
             if env_cls is not None and runs_on_loop(env_cls):  # no thread hop, not even to create it
@@ -190,17 +221,22 @@ def create_app(
             if session is not None and not runs_on_loop(session.env):
                 session.executor = _executor(session)  # blocking: every call on the session's own thread
         try:
-            await websocket.accept()
+            connected = await _accept(receive, send)
         except BaseException:
             if session is not None:
                 await _release(protocol, session)
             raise
+        if not connected:
+            if session is not None:
+                await _release(protocol, session)
+            return
         if session is None:
-            await websocket.send_text(error or "")
-            await websocket.close(1000)
+            with contextlib.suppress(OSError, RuntimeError):  # the client is gone already
+                await send({"type": "websocket.send", "text": error or ""})
+                await send({"type": "websocket.close", "code": 1000, "reason": ""})
             return
         try:
-            await _loop(websocket, session, idle)
+            await _loop(receive, send, session, idle)
         finally:
             await _release(protocol, session)
 
@@ -227,9 +263,9 @@ def create_app(
         Route("/reset", reset, methods=["POST"]),
         Route("/step", step, methods=["POST"]),
         Route("/mcp", mcp, methods=["POST"]),
-        WebSocketRoute("/ws", ws),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    app = _App(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    app._ws = ws
     app.state.protocol = protocol
     return app
 
@@ -265,14 +301,23 @@ async def _expire_idle_sessions(protocol: EnvProtocol, idle: float) -> None:
                 logger.exception("closing idle session %s failed", session.session_id)
 
 
-async def _refuse(websocket: WebSocket, protocol: EnvProtocol) -> None:
+async def _refuse(scope: Scope, receive: Receive, send: Send, protocol: EnvProtocol) -> None:
     """At capacity: a ``503`` denial response when the server can send one, else frame-then-close."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(_response(protocol.capacity_reply()))
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await _response(protocol.capacity_reply())(scope, receive, send)
         return
-    await websocket.accept()
-    await websocket.send_text(protocol.capacity_frame())
-    await websocket.close(1000)
+    if await _accept(receive, send):
+        await send({"type": "websocket.send", "text": protocol.capacity_frame()})
+        await send({"type": "websocket.close", "code": 1000, "reason": ""})
+
+
+async def _accept(receive: Receive, send: Send) -> bool:
+    """Complete the handshake (``websocket.connect``, then accept); ``False`` if the client left first."""
+    message = await receive()
+    if message["type"] != "websocket.connect":  # websocket.disconnect
+        return False
+    await send(_ACCEPT)
+    return True
 
 
 async def _release(protocol: EnvProtocol, session: Session) -> None:
@@ -283,12 +328,14 @@ async def _release(protocol: EnvProtocol, session: Session) -> None:
             await run_in_threadpool(protocol.end_session, session)
 
 
-async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> None:
+async def _loop(receive: Receive, send: Send, session: Session, idle: float | None) -> None:
+    """The session's frames until the client leaves, the session ends, or the client stays silent for ``idle`` s."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     # idle: cancel the task (only ever waiting in receive() then: the timer does not fire during a call)
     watch = None if idle is None or task is None else IdleTimer(idle, task.cancel)
-    receive = websocket.receive
+    executor = session.executor
+    handle = session.handle
     try:
         while True:
             try:
@@ -298,24 +345,30 @@ async def _loop(websocket: WebSocket, session: Session, idle: float | None) -> N
                     raise
                 if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours
                     task.uncancel()
-                await websocket.close(1001, f"idle timeout: no message for {idle:g} s")
+                reason = f"idle timeout: no message for {idle:g} s"
+                with contextlib.suppress(OSError, RuntimeError):
+                    await send({"type": "websocket.close", "code": 1001, "reason": reason})
                 return
             if watch is not None:
                 watch.active()
-            if message["type"] == "websocket.disconnect":
-                return
-            raw: str | bytes = message["text"] if message.get("text") is not None else message.get("bytes") or b""
-            if session.executor is None:  # does not block (runs_on_loop): no thread hop
+            text = message.get("text")
+            if text is None:
+                if message["type"] != "websocket.receive":  # websocket.disconnect
+                    return
+                raw: str | bytes = message.get("bytes") or b""
+            else:
+                raw = text
+            if executor is None:  # does not block (runs_on_loop): no thread hop
                 reply, keep_open = await session.handle_async(raw)
             else:
-                reply, keep_open = await loop.run_in_executor(session.executor, session.handle, raw)
+                reply, keep_open = await loop.run_in_executor(executor, handle, raw)
             try:
                 if reply is not None:
-                    await websocket.send_text(_text(reply))
+                    await send({"type": "websocket.send", "text": _text(reply)})
                 if not keep_open:
-                    await websocket.close(1000)
+                    await send({"type": "websocket.close", "code": 1000, "reason": ""})
                     return
-            except (WebSocketDisconnect, RuntimeError, OSError):
+            except (RuntimeError, OSError):  # the client is gone (uvicorn: ClientDisconnected, an OSError)
                 return
             if watch is not None:
                 watch.quiet()
