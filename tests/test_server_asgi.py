@@ -139,3 +139,23 @@ def _wait_for_no_sessions(server: Any) -> bool:
     while server.active_sessions and time.monotonic() < deadline:
         time.sleep(0.01)
     return bool(server.active_sessions == 0)
+
+
+def test_ws_frames_sent_ahead_of_their_replies_are_all_answered_in_order(asgi_server_factory: Any) -> None:
+    """``uvicorn_config()``'s WebSocket protocol reads up to two messages ahead (uvicorn: one) and then pauses
+    the socket: a client that floods frames gets every reply, in order, and the connection stays usable."""
+    from openenv.server.asgi import uvicorn_config
+
+    protocol = uvicorn_config(object()).ws
+    assert getattr(protocol, "__name__", protocol) == "ReadAheadWebSockets"  # what the fixture's server runs
+    server = asgi_server_factory(CounterEnv, max_sessions=1)
+    with connect(server.ws_url, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "reset"}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+        flood = 300  # sent at once, more than read-ahead + the socket buffers hold before the server pauses
+        for _ in range(flood):
+            ws.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.001}}))
+        counts = [json.loads(ws.recv(timeout=30))["data"]["observation"]["count"] for _ in range(flood)]
+        assert counts == list(range(1, flood + 1))
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=10))["data"]["step_count"] == flood

@@ -407,7 +407,9 @@ def uvicorn_config(
             (``None``: no limit).
         max_pending: connections waiting for their request head, at most.
         **kwargs: more ``uvicorn.Config`` arguments (``ws`` defaults to
-            ``"websockets-sansio"``).
+            uvicorn's ``"websockets-sansio"`` implementation, made to pause
+            a socket's reading only when two messages wait for the app,
+            rather than for every message as uvicorn does).
 
     Raises:
         ValueError: a bad ``handshake_timeout`` or ``max_pending``.
@@ -421,9 +423,46 @@ def uvicorn_config(
         raise ValueError(f"handshake_timeout must be a positive number of seconds or None, not {handshake_timeout!r}")
     if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
         raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
-    kwargs.setdefault("ws", "websockets-sansio")  # the legacy implementation is deprecated
+    kwargs.setdefault("ws", _read_ahead_ws())  # websockets-sansio: the legacy implementation is deprecated
     http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
     return uvicorn.Config(app, host=host, port=port, http=http, **kwargs)
+
+
+#: Messages waiting for the app after which a ``/ws`` connection's socket is no longer read (uvicorn: 1).
+_READ_AHEAD = 2
+
+
+def _read_ahead_ws() -> type[asyncio.Protocol] | str:
+    """uvicorn's websockets-sansio protocol, pausing the socket's reading only ``_READ_AHEAD`` messages ahead.
+
+    uvicorn pauses a connection's reading whenever it queues a message for the
+    app and resumes it when the app takes it: two ``epoll_ctl`` calls and the
+    selector's bookkeeping on every frame, for a client that waits for each
+    reply anyway.  Here reading pauses only while ``_READ_AHEAD`` messages
+    wait (memory stays bounded by that many messages of ``ws_max_size``), and
+    resumes as uvicorn's does, once the app has taken them all.
+    """
+    from uvicorn.protocols.websockets import websockets_sansio_impl as impl
+
+    base: Any = impl.WebSocketsSansIOProtocol
+    if not all(hasattr(base, name) for name in ("send_receive_event_to_app", "receive")):  # another uvicorn
+        return "websockets-sansio"
+
+    class ReadAheadWebSockets(base):  # type: ignore[misc]
+        read_paused: bool  # uvicorn's: whether it paused the socket's reading
+
+        def send_receive_event_to_app(self) -> None:
+            paused = self.read_paused
+            self.read_paused = True  # so that uvicorn's own rule does not pause it for this message
+            try:
+                super().send_receive_event_to_app()
+            finally:
+                self.read_paused = paused
+            if not paused and self.queue.qsize() >= _READ_AHEAD and not self.transport.is_closing():
+                self.read_paused = True
+                self.transport.pause_reading()
+
+    return ReadAheadWebSockets
 
 
 def _serve(config: uvicorn.Config, on_ready: Any = None) -> None:
