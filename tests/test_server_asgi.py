@@ -159,3 +159,37 @@ def test_ws_frames_sent_ahead_of_their_replies_are_all_answered_in_order(asgi_se
         assert counts == list(range(1, flood + 1))
         ws.send(json.dumps({"type": "state"}))
         assert json.loads(ws.recv(timeout=10))["data"]["step_count"] == flood
+
+
+def test_a_blocking_session_runs_on_one_thread_of_its_own_that_ends_with_it(asgi_server_factory: Any) -> None:
+    """The ASGI app's blocking ``/ws`` sessions: every call on the session's own thread, in order, one hop each;
+    a blocked step stalls only its session; the thread ends when the session does."""
+    import threading
+
+    from .test_server_transports import BlockingEnv
+
+    def step(ws: Any, message: str) -> Any:
+        ws.send(json.dumps({"type": "step", "data": {"message": message}}))
+        return json.loads(ws.recv(timeout=30))["data"]["observation"]
+
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = asgi_server_factory(BlockingEnv, max_sessions=2)
+    with connect(server.ws_url, open_timeout=10) as slow, connect(server.ws_url, open_timeout=10) as fast:
+        slow.send(json.dumps({"type": "reset"}))
+        first = json.loads(slow.recv(timeout=30))["data"]["observation"]["thread"]
+        assert first.startswith("openenv-session-")
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        threads = {step(fast, str(n))["thread"] for n in range(5)}  # answered while `slow` is blocked
+        assert len(threads) == 1 and first not in threads
+        BlockingEnv.released.set()
+        blocked = json.loads(slow.recv(timeout=30))["data"]["observation"]
+        assert (blocked["thread"], blocked["message"]) == (first, "block")
+        assert step(slow, "after")["thread"] == first
+        assert first in {t.name for t in threading.enumerate()}
+    assert _wait_for_no_sessions(server)
+    deadline = time.monotonic() + 10
+    while first in {t.name for t in threading.enumerate()} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first not in {t.name for t in threading.enumerate()}  # ended with its session

@@ -67,13 +67,17 @@ the web interface, WebSocket ``/mcp`` and ``/harness``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -98,6 +102,8 @@ __all__ = ["create_app", "uvicorn_config", "DEFAULT_MAX_BODY_SIZE"]
 
 logger = logging.getLogger("openenv.server")
 
+T = TypeVar("T")
+
 #: Largest request body taken by default (``POST /reset``, ``/step``, ``/mcp``): 16 MiB.
 DEFAULT_MAX_BODY_SIZE = 16 * 1024 * 1024
 
@@ -108,6 +114,69 @@ def _response(reply: HttpReply) -> Response:
 
 def _executor(session: Session) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"openenv-session-{session.session_id[:8]}")
+
+
+class _SessionThread(Executor):
+    """A blocking ``/ws`` session's one thread: its environment calls, one at a time, in order.
+
+    An `Executor` (``submit()``, for `Session.run()`), plus `call()`, which the
+    session loop awaits: one ``SimpleQueue.put`` there and one
+    ``call_soon_threadsafe`` back, cheaper than ``run_in_executor`` on a
+    ``ThreadPoolExecutor`` (about 36 against 50 µs of CPU per call here).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], Any] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args, future = item
+            if isinstance(future, concurrent.futures.Future):
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as exc:  # handed to the caller
+                        future.set_exception(exc)
+                continue
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:  # handed to the awaiting task
+                result, error = None, exc
+            try:
+                self._loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the loop is closed: nobody awaits any more
+                pass
+
+    def call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` on the session's thread; await the returned future (on the loop) for its result."""
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put((fn, args, future))
+        return future
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put((functools.partial(fn, **kwargs) if kwargs else fn, args, future))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._queue.put(None)  # the thread ends after the calls already queued
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the awaiting task was cancelled
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 _ACCEPT: Message = {"type": "websocket.accept"}
@@ -219,7 +288,8 @@ def create_app(
             else:
                 session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
             if session is not None and not runs_on_loop(session.env):
-                session.executor = _executor(session)  # blocking: every call on the session's own thread
+                # blocking: every call on the session's own thread
+                session.executor = _SessionThread(f"openenv-session-{session.session_id[:8]}")
         try:
             connected = await _accept(receive, send)
         except BaseException:
@@ -335,6 +405,7 @@ async def _loop(receive: Receive, send: Send, session: Session, idle: float | No
     # idle: cancel the task (only ever waiting in receive() then: the timer does not fire during a call)
     watch = None if idle is None or task is None else IdleTimer(idle, task.cancel)
     executor = session.executor
+    call = executor.call if isinstance(executor, _SessionThread) else None
     handle = session.handle
     try:
         while True:
@@ -360,7 +431,9 @@ async def _loop(receive: Receive, send: Send, session: Session, idle: float | No
                 raw = text
             if executor is None:  # does not block (runs_on_loop): no thread hop
                 reply, keep_open = await session.handle_async(raw)
-            else:
+            elif call is not None:  # the session's own thread: one hop
+                reply, keep_open = await call(handle, raw)
+            else:  # attached to an openenv/session/create session: its executor
                 reply, keep_open = await loop.run_in_executor(executor, handle, raw)
             try:
                 if reply is not None:
