@@ -80,10 +80,12 @@ SERVER_LABELS = {
     "srv-thr": "ours, threading transport, echo (`serve echo --transport threads`)",
     "srv-asgi": "ours, ASGI app + uvicorn, echo on the loop",
     "srv-asgi-blk": "ours, ASGI app + uvicorn, blocking echo (worker thread per session)",
+    "srv-asgi-serve": "ours, ASGI app + uvicorn as `serve --asgi` runs it (`uvicorn_config()`), echo on the loop",
     "srv-rel": "0.10.0, sync env (worker thread per session)",
     "srv-rel-async": "0.10.0, async env (`step_async` awaited on the loop)",
     "floor-aio": "raw websockets asyncio echo (floor)",
     "floor-thr": "raw websockets threading echo (floor)",
+    "floor-uvicorn": "bare ASGI echo app on uvicorn (the floor of any ASGI app)",
 }
 SERVER_SIZES = (8, 32, 128, 512)
 #: steps per server per block (a block is max(3, this // sessions) batches)
@@ -398,16 +400,17 @@ def start_server(kind: str, released: str, cap: int) -> Server:
         return Server("echo", cap, extra=["--transport", "threads"])
     if kind == "srv-asgi":
         return Server("echo", cap, script="asgi_server.py", extra=["echo"])
+    if kind == "srv-asgi-serve":
+        return Server("echo", cap, script="asgi_server.py", extra=["echo", "--serve"])
     if kind == "srv-asgi-blk":
         return Server(blocking, cap, script="asgi_server.py", extra=[blocking])
     if kind == "srv-rel":
         return Server("echo", cap, released=released)
     if kind == "srv-rel-async":
         return Server("echo", cap, released=released, extra=["--async"])
-    if kind in ("floor-aio", "floor-thr"):
-        return Server(
-            "echo", cap, script="floor_server.py", extra=["--mode", "asyncio" if kind == "floor-aio" else "threads"]
-        )
+    if kind in ("floor-aio", "floor-thr", "floor-uvicorn"):
+        mode = {"floor-aio": "asyncio", "floor-thr": "threads", "floor-uvicorn": "uvicorn"}[kind]
+        return Server("echo", cap, script="floor_server.py", extra=["--mode", mode])
     raise ValueError(kind)
 
 

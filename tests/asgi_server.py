@@ -27,8 +27,8 @@ class AsgiServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.host = "127.0.0.1"
-        # websockets' sans-IO implementation: the legacy one warns (and warnings are errors here)
-        config = uvicorn_config(self.app, log_level="warning", ws="websockets-sansio", lifespan="on", **limits)
+        # uvicorn_config's WebSocket protocol (websockets' sans-IO one, reading ahead): the serve command's
+        config = uvicorn_config(self.app, log_level="warning", lifespan="on", **limits)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
         self._thread.start()

@@ -112,3 +112,85 @@ def test_idle_ws_clients_are_closed_and_busy_ones_are_not(asgi_server_factory: A
     while server.active_sessions and time.monotonic() < deadline:
         time.sleep(0.01)
     assert server.active_sessions == 0
+
+
+def test_ws_is_served_at_ws_only_and_under_a_root_path(asgi_server_factory: Any) -> None:
+    """``/ws`` bypasses Starlette's routing: other WebSocket paths are still refused, and a root path is honoured."""
+    from websockets.exceptions import InvalidStatus
+
+    from openenv.server.asgi import _route_path
+
+    server = asgi_server_factory(CounterEnv, max_sessions=1)
+    with pytest.raises(InvalidStatus) as info:
+        connect(server.url.replace("http", "ws", 1) + "/wsx", open_timeout=10).close()
+    assert info.value.response.status_code == 403  # Starlette's answer to an unrouted WebSocket
+    with connect(server.url.replace("http", "ws", 1) + "/ws", open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {}}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+    assert server.active_sessions == 0 or _wait_for_no_sessions(server)
+    # the path the routes see (Starlette's rule): the scope's path without its root_path
+    assert _route_path({"path": "/ws"}) == "/ws"
+    assert _route_path({"path": "/env/ws", "root_path": "/env"}) == "/ws"
+    assert _route_path({"path": "/ws", "root_path": "/env"}) == "/ws"  # root path not in the path
+    assert _route_path({"path": "/envws", "root_path": "/env"}) == "/envws"
+
+
+def _wait_for_no_sessions(server: Any) -> bool:
+    deadline = time.monotonic() + 10
+    while server.active_sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(server.active_sessions == 0)
+
+
+def test_ws_frames_sent_ahead_of_their_replies_are_all_answered_in_order(asgi_server_factory: Any) -> None:
+    """``uvicorn_config()``'s WebSocket protocol reads up to two messages ahead (uvicorn: one) and then pauses
+    the socket: a client that floods frames gets every reply, in order, and the connection stays usable."""
+    from openenv.server.asgi import uvicorn_config
+
+    protocol = uvicorn_config(object()).ws
+    assert getattr(protocol, "__name__", protocol) == "ReadAheadWebSockets"  # what the fixture's server runs
+    server = asgi_server_factory(CounterEnv, max_sessions=1)
+    with connect(server.ws_url, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "reset"}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+        flood = 300  # sent at once, more than read-ahead + the socket buffers hold before the server pauses
+        for _ in range(flood):
+            ws.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.001}}))
+        counts = [json.loads(ws.recv(timeout=30))["data"]["observation"]["count"] for _ in range(flood)]
+        assert counts == list(range(1, flood + 1))
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=10))["data"]["step_count"] == flood
+
+
+def test_a_blocking_session_runs_on_one_thread_of_its_own_that_ends_with_it(asgi_server_factory: Any) -> None:
+    """The ASGI app's blocking ``/ws`` sessions: every call on the session's own thread, in order, one hop each;
+    a blocked step stalls only its session; the thread ends when the session does."""
+    import threading
+
+    from .test_server_transports import BlockingEnv
+
+    def step(ws: Any, message: str) -> Any:
+        ws.send(json.dumps({"type": "step", "data": {"message": message}}))
+        return json.loads(ws.recv(timeout=30))["data"]["observation"]
+
+    BlockingEnv.released.clear()
+    BlockingEnv.entered.clear()
+    server = asgi_server_factory(BlockingEnv, max_sessions=2)
+    with connect(server.ws_url, open_timeout=10) as slow, connect(server.ws_url, open_timeout=10) as fast:
+        slow.send(json.dumps({"type": "reset"}))
+        first = json.loads(slow.recv(timeout=30))["data"]["observation"]["thread"]
+        assert first.startswith("openenv-session-")
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert BlockingEnv.entered.wait(30)
+        threads = {step(fast, str(n))["thread"] for n in range(5)}  # answered while `slow` is blocked
+        assert len(threads) == 1 and first not in threads
+        BlockingEnv.released.set()
+        blocked = json.loads(slow.recv(timeout=30))["data"]["observation"]
+        assert (blocked["thread"], blocked["message"]) == (first, "block")
+        assert step(slow, "after")["thread"] == first
+        assert first in {t.name for t in threading.enumerate()}
+    assert _wait_for_no_sessions(server)
+    deadline = time.monotonic() + 10
+    while first in {t.name for t in threading.enumerate()} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first not in {t.name for t in threading.enumerate()}  # ended with its session

@@ -32,6 +32,7 @@ from websockets.frames import CloseCode
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
+from ._idle import IdleTimer
 from ._wscompat import install_request_parser
 from .protocol import Session, runs_on_loop
 
@@ -116,39 +117,15 @@ def _payload(frame: str) -> bytes:
         return json.dumps(json.loads(frame), separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
-class _IdleWatch:
-    """Closes a connection whose client sent nothing for ``idle`` seconds while no call of it was running.
+def _idle_watch(connection: ServerConnection, idle: float) -> IdleTimer:
+    """The connection's idle timer: closes it (``1001``) when its client sent nothing for ``idle`` seconds."""
 
-    One timer per connection, re-armed lazily: a message only stores the time
-    (no timer per ``recv``), and the timer, when it fires early, re-arms itself
-    for the remaining time.
-    """
+    def close() -> None:
+        logger.info("closing a session idle for %g s", idle)
+        reason = f"idle timeout: no message for {idle:g} s"
+        asyncio.get_running_loop().create_task(connection.close(CloseCode.GOING_AWAY, reason))
 
-    def __init__(self, connection: ServerConnection, idle: float) -> None:
-        self._connection = connection
-        self._idle = idle
-        self._loop = asyncio.get_running_loop()
-        self.last = self._loop.time()
-        self.busy = False
-        self.fired = False
-        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self.last + idle, self._check)
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        due = self.last + self._idle
-        if self.busy or now < due:
-            self._timer = self._loop.call_at(max(due, now + self._idle) if self.busy else due, self._check)
-            return
-        self._timer = None
-        self.fired = True
-        logger.info("closing a session idle for %g s", self._idle)
-        reason = f"idle timeout: no message for {self._idle:g} s"
-        self._loop.create_task(self._connection.close(CloseCode.GOING_AWAY, reason))
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+    return IdleTimer(idle, close)
 
 
 class AsyncioTransport:
@@ -301,7 +278,7 @@ class AsyncioTransport:
 
     async def _session_loop(self, connection: ServerConnection, session: Session, worker: _Worker | None) -> None:
         idle = self._owner._idle_timeout
-        watch = None if idle is None else _IdleWatch(connection, idle)
+        watch = None if idle is None else _idle_watch(connection, idle)
         handle = session.handle
         recv = connection.recv
         try:
