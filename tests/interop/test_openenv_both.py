@@ -24,7 +24,9 @@ import pytest
 from ..conftest import OPENENV_ENVS
 from .conftest import ROOT, VENVS, record
 
-pytestmark = pytest.mark.interop
+#: the tests that change the shared venvs hold ``locked_venvs`` one at a time: on one xdist worker
+#: they run one after the other, instead of one worker waiting on the lock while another works
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-shared-venvs")]
 
 
 def _run(*command: str | Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
