@@ -418,19 +418,27 @@ def soak(session: nox.Session) -> None:
     session.run("python", "-m", "tests.soak", "--steps", "3000", "--markdown", "bench/SOAK.md", *session.posargs)
 
 
-INTEROP_RELEASES = {"0.10.0": "openenv==0.10.0", "0.3.0": "openenv-core==0.3.0"}
+#: the venvs under .nox/interop-releases and what goes into each: the released packages
+#: (tests/interop/conftest.py) and tests/interop/test_openenv_both.py's venvs of openenv-core
+#: 0.3.0, into which that test installs our wheel or checkout itself (the same marker file)
+INTEROP_VENVS = {
+    "v0.10.0": "openenv==0.10.0",
+    "v0.3.0": "openenv-core==0.3.0",
+    "both-0.3.0": "openenv-core==0.3.0",
+    "editable-0.3.0": "openenv-core==0.3.0",
+}
 
 
 def _build_release_venvs(session: nox.Session, venvs: Path) -> list[tuple[str, Path, subprocess.Popen[bytes], Path]]:
-    """Start building the missing release venvs (``venvs/v<version>``), all at once; return the builds."""
+    """Start building the missing venvs of INTEROP_VENVS, all at once; return the builds."""
     base = str(Path(str(session.bin)) / "python")
     building = []
-    for version, spec in INTEROP_RELEASES.items():
-        venv = venvs / f"v{version}"
+    for name, spec in INTEROP_VENVS.items():
+        venv = venvs / name
         if (venv / ".openenv-installed").exists():
             continue
         venv.parent.mkdir(parents=True, exist_ok=True)
-        log = venvs / f"v{version}.build.log"
+        log = venvs / f"{name}.build.log"
         script = f'"{base}" -m venv "{venv}" && "{venv}/bin/python" -m pip install --quiet "{spec}"'
         session.log(f"building {venv} ({spec}) in the background; log: {log}")
         with open(log, "wb") as out:
@@ -461,8 +469,9 @@ def interop(session: nox.Session) -> None:
     only as subprocesses, and never imported here; the matrix is printed at the end.
     """
     venvs = ROOT / ".nox" / "interop-releases"
-    # the release venvs are built while the session's own install runs: three pip processes at once
-    # (each mostly waits on downloads and unpacking), instead of one after the other
+    # the venvs of INTEROP_VENVS are built while the session's own install runs, all pip processes at
+    # once (each mostly waits on downloads and unpacking), instead of one after the other (and the
+    # openenv-core venvs of test_openenv_both.py no longer inside its tests, which run one at a time)
     building = _build_release_venvs(session, venvs)
     try:
         session.install("-e", ".[docker]", *TEST_DEPS)
