@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,7 +112,8 @@ def _xdist(workers: int) -> list[str]:
 
 #: The suite and the docker suite mostly wait (timeouts, restarts, proxies, containers starting), so
 #: they get more workers than the two cores; interop is CPU-bound (every released client or server is
-#: a fresh interpreter importing its stack, and each worker starts its own servers): one per core.
+#: a fresh interpreter importing its stack): one per core, each scenario's servers in one worker
+#: (xdist_group, tests/interop/conftest.py).
 PARALLEL = _xdist(6)
 PARALLEL_DOCKER = _xdist(3)
 PARALLEL_INTEROP = _xdist(2)
@@ -416,6 +418,48 @@ def soak(session: nox.Session) -> None:
     session.run("python", "-m", "tests.soak", "--steps", "3000", "--markdown", "bench/SOAK.md", *session.posargs)
 
 
+#: the venvs under .nox/interop-releases and what goes into each: the released packages
+#: (tests/interop/conftest.py) and tests/interop/test_openenv_both.py's venvs of openenv-core
+#: 0.3.0, into which that test installs our wheel or checkout itself (the same marker file)
+INTEROP_VENVS = {
+    "v0.10.0": "openenv==0.10.0",
+    "v0.3.0": "openenv-core==0.3.0",
+    "both-0.3.0": "openenv-core==0.3.0",
+    "editable-0.3.0": "openenv-core==0.3.0",
+}
+
+
+def _build_release_venvs(session: nox.Session, venvs: Path) -> list[tuple[str, Path, subprocess.Popen[bytes], Path]]:
+    """Start building the missing venvs of INTEROP_VENVS, all at once; return the builds."""
+    base = str(Path(str(session.bin)) / "python")
+    building = []
+    for name, spec in INTEROP_VENVS.items():
+        venv = venvs / name
+        if (venv / ".openenv-installed").exists():
+            continue
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        log = venvs / f"{name}.build.log"
+        script = f'"{base}" -m venv "{venv}" && "{venv}/bin/python" -m pip install --quiet "{spec}"'
+        session.log(f"building {venv} ({spec}) in the background; log: {log}")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(["sh", "-c", script], stdout=out, stderr=subprocess.STDOUT)
+        building.append((spec, venv, proc, log))
+    return building
+
+
+def _wait_release_venvs(session: nox.Session, building: list[tuple[str, Path, subprocess.Popen[bytes], Path]]) -> None:
+    """Wait for the builds of _build_release_venvs; mark each finished venv, fail on the first that failed."""
+    failed = []
+    for spec, venv, proc, log in building:
+        if proc.wait() == 0:
+            (venv / ".openenv-installed").write_text(spec)
+            session.log(f"built {venv} ({spec})")
+        else:
+            failed.append(f"{spec} into {venv} exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+    if failed:
+        session.error("building a release venv failed: " + "\n".join(failed))
+
+
 @nox.session
 def interop(session: nox.Session) -> None:
     """Our clients/server against the released openenv 0.10.0 and openenv-core 0.3.0 (-m interop).
@@ -424,15 +468,19 @@ def interop(session: nox.Session) -> None:
     their own venvs under .nox/interop-releases (created once, reused), are run
     only as subprocesses, and never imported here; the matrix is printed at the end.
     """
-    session.install("-e", ".[docker]", *TEST_DEPS)
     venvs = ROOT / ".nox" / "interop-releases"
-    for version, spec in (("0.10.0", "openenv==0.10.0"), ("0.3.0", "openenv-core==0.3.0")):
-        venv = venvs / f"v{version}"
-        marker = venv / ".openenv-installed"
-        if not marker.exists():
-            session.run("python", "-m", "venv", str(venv))
-            session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", spec, external=True)
-            marker.write_text(spec)
+    # the venvs of INTEROP_VENVS are built while the session's own install runs, all pip processes at
+    # once (each mostly waits on downloads and unpacking), instead of one after the other (and the
+    # openenv-core venvs of test_openenv_both.py no longer inside its tests, which run one at a time)
+    building = _build_release_venvs(session, venvs)
+    try:
+        session.install("-e", ".[docker]", *TEST_DEPS)
+    except BaseException:
+        for _, _, proc, _ in building:  # ours by PID: nothing left running when the session fails
+            proc.kill()
+            proc.wait()
+        raise
+    _wait_release_venvs(session, building)
     session.env["OPENENV_INTEROP_VENVS"] = str(venvs)
     session.env["OPENENV_INTEROP_MATRIX"] = str(venvs / "matrix.json")
     _pytest(session, "-m", "interop", "-p", "anyio", *PARALLEL_INTEROP, *session.posargs)

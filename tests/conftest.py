@@ -68,6 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return  # an xdist worker (it inherited the variable), or no workers at all
+    groups = tempfile.mkdtemp(prefix="openenv-twin-xdist-groups-")  # one per run: see _GroupsOnOneWorker
+    os.environ[GROUPS_DIR_ENV] = groups
+    config.add_cleanup(lambda: shutil.rmtree(groups, ignore_errors=True))
     if os.environ.get(LOCK_DIR_ENV):
         return  # set from outside: .ci/run shares one folder between the suites it runs side by side
     folder = tempfile.mkdtemp(prefix="openenv-twin-test-locks-")
@@ -138,6 +141,72 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 _GROUP_LOCKS: dict[str, Any] = {}
+
+#: where the workers of one run tell the controller which xdist_group each test is in
+GROUPS_DIR_ENV = "OPENENV_TWIN_XDIST_GROUPS"
+
+
+def _xdist_group_names(item: pytest.Item) -> list[str]:
+    return sorted(
+        {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: write each grouped test's ``xdist_group`` for the controller's scheduler."""
+    import json
+    import os
+
+    folder = os.environ.get(GROUPS_DIR_ENV)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if not folder or not worker:
+        return
+    groups = {item.nodeid: "_".join(names) for item in items if (names := _xdist_group_names(item))}
+    path = os.path.join(folder, f"{worker}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as out:
+        json.dump(groups, out)
+    os.replace(path + ".tmp", path)  # complete before this worker reports its collection
+
+
+def _groups_on_one_worker(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` that keeps each ``xdist_group`` on one worker, as xdist documents it.
+
+    xdist 3.8 marks a grouped test by renaming ``item._nodeid`` to ``<nodeid>@<group>``,
+    which pytest 9.2's items no longer read, so its scheduler sees every test as a group of
+    its own.  This one reads the groups that the workers wrote (pytest_collection_modifyitems
+    above; every worker has written its file before it reports its collection, and the
+    scheduler splits the collection only once all have reported).  Tests of a group that share
+    per-process state (servers, a released client's run: tests/interop) then share it, and a
+    group's tests no longer wait on each other's lock from two workers.
+    """
+    import glob
+    import json
+    import os
+
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]  # xdist ships no types
+
+    class GroupsOnOneWorker(LoadGroupScheduling):  # type: ignore[misc]  # untyped base
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                files = sorted(glob.glob(os.path.join(os.environ[GROUPS_DIR_ENV], "*.json")))
+                with open(files[0], encoding="utf-8") as found:  # the collections are identical
+                    self._groups = dict(json.load(found))
+            group = self._groups.get(nodeid)
+            return f"group:{group}" if group is not None else nodeid
+
+    return GroupsOnOneWorker(config, log)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    import os
+
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_DIR_ENV):
+        return None
+    return _groups_on_one_worker(config, log)
 
 
 def _group_lock(config: pytest.Config, name: str) -> Any:

@@ -131,24 +131,68 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 
 
 @pytest.fixture(scope="session")
-def drive() -> Callable[..., dict[str, Any]]:
-    """Run ``driver.py`` with a released client; return its JSON result."""
+def drive() -> Callable[..., list[dict[str, Any]]]:
+    """Run ``driver.py`` with a released client over one or more URLs; return its JSON result per URL."""
 
-    def run(version: str, flavour: str, scenario: str, url: str) -> dict[str, Any]:
+    def run(version: str, flavour: str, scenario: str, *urls: str) -> list[dict[str, Any]]:
         python = str(venv_python(version))
         done = subprocess.run(
-            [python, str(HERE / "driver.py"), version, flavour, scenario, url],
+            [python, str(HERE / "driver.py"), version, flavour, scenario, *urls],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=180 * len(urls),
             cwd=str(HERE),
         )
         if done.returncode != 0:
             raise AssertionError(f"driver failed ({done.returncode}):\n{done.stderr[-3000:]}")
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])["result"]
-        return result
+        results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])["results"]
+        assert len(results) == len(urls), (urls, results)
+        return results
 
     return run
+
+
+#: scenario -> (the released app it runs against, our server's factory for the same environment)
+SCENARIO_SERVERS = {
+    "counter": ("counter_app", "tests.interop.our_apps:CounterEnv"),
+    "tools": ("tools_app", "openenv.server.tools_demo:ToolsDemoEnvironment"),
+}
+
+
+def server_group(scenario: str) -> pytest.MarkDecorator:
+    """The ``xdist_group`` of every test on ``scenario``'s servers (released, both versions, and ours).
+
+    With ``--dist loadgroup`` one worker runs them all: each of those servers starts in one
+    worker only (the :class:`Servers` cache is per process), and the tests that share one
+    :func:`driven` run find it done.
+    """
+    return pytest.mark.xdist_group(f"interop-{scenario}")
+
+
+@pytest.fixture(scope="session")
+def driven(servers: Servers, drive: Callable[..., list[dict[str, Any]]]) -> Callable[[str, str, str], dict[str, Any]]:
+    """One released-client run per (version, flavour, scenario), shared by the tests that compare it.
+
+    The run (one interpreter of the released client, see driver.py) drives the released server
+    (``"theirs"``), then our embedded server (``"embedded"``), then our ASGI app (``"asgi"``), each URL
+    on fresh client objects.  Tests that share a run are in one :func:`server_group`, so
+    ``--dist loadgroup`` keeps them on one worker and the run happens once.
+    """
+    runs: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def get(version: str, flavour: str, scenario: str) -> dict[str, Any]:
+        key = (version, flavour, scenario)
+        if key not in runs:
+            app, factory = SCENARIO_SERVERS[scenario]
+            urls = {
+                "theirs": servers.released(version, app, capacity=2),
+                "embedded": servers.ours(factory, 2),
+                "asgi": servers.ours(factory, 2, asgi=True),
+            }
+            runs[key] = dict(zip(urls, drive(version, flavour, scenario, *urls.values()), strict=True))
+        return runs[key]
+
+    return get
 
 
 _REPORTED = [0]  # rows of MATRIX already attached to a report

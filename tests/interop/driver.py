@@ -1,10 +1,14 @@
 """Drive a RELEASED OpenEnv client (run in its own venv); print one JSON object of results.
 
-    python driver.py VERSION FLAVOUR SCENARIO URL
+    python driver.py VERSION FLAVOUR SCENARIO URL [URL ...]
 
 FLAVOUR: ``async`` (await the client), ``plain`` (0.10 dual-mode plain calls),
 ``sync`` (``.sync()`` wrapper).  SCENARIO: ``counter`` or ``tools``.
 Each operation records its result or ``{"error": "<Type>: <message>"}``.
+The scenario runs once per URL, one URL after the other, each on fresh client
+objects (and, for ``async``, a fresh event loop); ``results`` has one entry per
+URL, in order.  One interpreter serves all URLs: importing the released client
+costs seconds, so the tests drive the released server and ours in one run.
 """
 
 from __future__ import annotations
@@ -105,14 +109,18 @@ async def tools(url: str, flavour: str) -> dict[str, Any]:
 
 def main() -> None:
     global FLAVOUR
-    version, flavour, scenario, url = sys.argv[1:5]
+    version, flavour, scenario, *urls = sys.argv[1:]
+    if not urls:
+        raise SystemExit("usage: driver.py VERSION FLAVOUR SCENARIO URL [URL ...]")
     FLAVOUR = flavour
     run = {"counter": counter, "tools": tools}[scenario]
-    if flavour == "async":
-        result = asyncio.run(run(url, flavour))
-    else:  # plain / .sync(): no running loop in this thread; _maybe/_call await nothing
-        result = _run_blocking(run, url, flavour)
-    print(json.dumps({"version": version, "flavour": flavour, "scenario": scenario, "result": result}, default=str))
+    results = []
+    for url in urls:
+        if flavour == "async":
+            results.append(asyncio.run(run(url, flavour)))
+        else:  # plain / .sync(): no running loop in this thread; _maybe/_call await nothing
+            results.append(_run_blocking(run, url, flavour))
+    print(json.dumps({"version": version, "flavour": flavour, "scenario": scenario, "results": results}, default=str))
 
 
 def _run_blocking(run: Any, url: str, flavour: str) -> Any:

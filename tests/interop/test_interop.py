@@ -28,7 +28,7 @@ from openenv.sync import (
     ToolNotFound,
 )
 
-from .conftest import VERSIONS, Servers, record
+from .conftest import VERSIONS, Servers, record, server_group
 from .our_apps import CounterAction, CounterObservation, CounterState
 
 pytestmark = pytest.mark.interop
@@ -53,6 +53,7 @@ def _obs(result: Any, key: str) -> Any:
     return observation[key] if isinstance(observation, dict) else getattr(observation, key)
 
 
+@server_group("counter")
 @pytest.mark.parametrize("typing", ["generic", "typed", "schema"])
 @pytest.mark.parametrize("flavour", list(FLAVOURS))
 @pytest.mark.parametrize("version", VERSIONS)
@@ -108,6 +109,7 @@ async def test_our_client_against_released_server(servers: Servers, version: str
     record(client, server, "close")
 
 
+@server_group("tools")
 @pytest.mark.parametrize("mode", ["simulation", "production"])
 @pytest.mark.parametrize("flavour", list(FLAVOURS))
 @pytest.mark.parametrize("version", VERSIONS)
@@ -163,17 +165,19 @@ COUNTER_FIELDS = [
 ]
 
 
+@server_group("counter")
 @pytest.mark.parametrize("transport", ["embedded", "asgi"])
 @pytest.mark.parametrize(
     "version,flavour",
     [("0.10.0", "async"), ("0.10.0", "plain"), ("0.10.0", "sync"), ("0.3.0", "sync"), ("0.3.0", "async")],
 )
 def test_released_client_against_our_server(
-    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str, transport: str
+    driven: Callable[[str, str, str], dict[str, Any]], version: str, flavour: str, transport: str
 ) -> None:
-    theirs = drive(version, flavour, "counter", servers.released(version, "counter_app", capacity=2))
+    # one released-client run drove their server and both of ours (driver.py, fresh clients per URL)
+    run = driven(version, flavour, "counter")
+    theirs, ours = run["theirs"], run[transport]
     asgi = transport == "asgi"
-    ours = drive(version, flavour, "counter", servers.ours("tests.interop.our_apps:CounterEnv", 2, asgi=asgi))
     client, server = f"openenv {version} {flavour}", "ours" + ("/asgi" if asgi else "")
     for key in COUNTER_FIELDS + (["new_session_step"] if "new_session_step" in theirs else []):
         ok = theirs.get(key) == ours.get(key)
@@ -201,16 +205,15 @@ def test_released_client_against_our_server(
         record(client, server, key)
 
 
+@server_group("tools")
 @pytest.mark.parametrize("transport", ["embedded", "asgi"])
 @pytest.mark.parametrize("version,flavour", [("0.3.0", "sync"), ("0.3.0", "async"), ("0.10.0", "async")])
 def test_released_mcp_client_against_our_server(
-    servers: Servers, drive: Callable[..., dict[str, Any]], version: str, flavour: str, transport: str
+    driven: Callable[[str, str, str], dict[str, Any]], version: str, flavour: str, transport: str
 ) -> None:
-    theirs = drive(version, flavour, "tools", servers.released(version, "tools_app", capacity=2))
+    run = driven(version, flavour, "tools")
+    theirs, ours = run["theirs"], run[transport]
     asgi = transport == "asgi"
-    ours = drive(
-        version, flavour, "tools", servers.ours("openenv.server.tools_demo:ToolsDemoEnvironment", 2, asgi=asgi)
-    )
     client, server = f"openenv {version} MCPToolClient {flavour}", "ours" + ("/asgi" if asgi else "")
     assert theirs["list_tools"] == ["add", "fail", "greet"]
     if version == "0.10.0" and not asgi:

@@ -1,8 +1,10 @@
 """Our wheel and the released openenv-core 0.3.0 installed in ONE venv, and each alone.
 
 The venvs live beside the released ones (``$OPENENV_INTEROP_VENVS``):
-``both-0.3.0`` (openenv-core 0.3.0, then our wheel) and ``ours-only``; both
-are created once (marker files) and get our freshly built wheel every run.
+``both-0.3.0`` (openenv-core 0.3.0, then our wheel), ``editable-0.3.0``
+(openenv-core 0.3.0, then ``pip install -e``) and ``ours-only``; each is created
+once (marker files; ``nox -s interop`` builds the openenv-core ones while it
+installs, see the noxfile's INTEROP_VENVS) and gets this tree's code every run.
 ``both_driver.py`` runs in the shared venv: the environments' own
 ``client.py``/``models.py`` (importing ``openenv.core``) beside ``openenv.sync``.
 Then each package is uninstalled in turn: the other must keep working.
@@ -24,7 +26,9 @@ import pytest
 from ..conftest import OPENENV_ENVS
 from .conftest import ROOT, VENVS, record
 
-pytestmark = pytest.mark.interop
+#: the tests that change the shared venvs hold ``locked_venvs`` one at a time: on one xdist worker
+#: they run one after the other, instead of one worker waiting on the lock while another works
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-shared-venvs")]
 
 
 def _run(*command: str | Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
