@@ -303,7 +303,9 @@ class AsyncioTransport:
         idle = self._owner._idle_timeout
         watch = None if idle is None else _IdleWatch(connection, idle)
         handle = session.handle
+        handle_async = session.handle_async
         recv = connection.recv
+        send = connection.send
         try:
             while True:
                 try:
@@ -313,11 +315,14 @@ class AsyncioTransport:
                 if watch is not None:
                     watch.busy = True
                 if worker is None:
-                    reply, keep_open = await session.handle_async(raw)
+                    reply, keep_open = await handle_async(raw)
                 else:
                     reply, keep_open = await worker.run(functools.partial(handle, raw))
-                if reply is not None and not await _send(connection, reply):
-                    return
+                if reply is not None:  # `_send()`, inlined: one coroutine less per frame
+                    try:
+                        await send(_payload(reply), text=True)
+                    except ConnectionClosed:
+                        return
                 if not keep_open:
                     return
                 if watch is not None:
