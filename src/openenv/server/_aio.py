@@ -17,6 +17,7 @@ and the other sessions.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import json
@@ -69,17 +70,48 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
 
 
+class _Inbox:
+    """Hands worker threads' results to the loop: one wake-up for all those that arrive together.
+
+    ``loop.call_soon_threadsafe`` per result writes to the loop's self-pipe (a
+    syscall, and a loop wake-up) each time; with many sessions finishing their
+    steps at once, one scheduled `_drain` settles them all.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+        """From a worker thread; raises ``RuntimeError`` when the loop is closed."""
+        self._items.append((future, result, exc))
+        if not self._scheduled:  # else a _drain is due and will take it (it clears the flag before it pops)
+            self._scheduled = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        items = self._items
+        while items:
+            try:
+                _settle(*items.popleft())
+            except Exception:  # a future that refuses its exception (StopIteration): the others still settle
+                logger.exception("could not hand a worker's result to its session")
+
+
 class _Worker:
     """One thread that runs a blocking session's environment calls, one at a time, in order."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, inbox: _Inbox) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = queue.SimpleQueue()
         self._loop = asyncio.get_running_loop()
+        self._inbox = inbox
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        call_soon = self._loop.call_soon_threadsafe
+        put = self._inbox.put
         while True:
             item = self._queue.get()
             if item is None:
@@ -89,12 +121,12 @@ class _Worker:
                 result = fn()
             except BaseException as exc:  # handed to the awaiting task
                 try:
-                    call_soon(_settle, future, None, exc)
+                    put(future, None, exc)
                 except RuntimeError:  # the loop is closed: nobody awaits any more
                     return
             else:
                 try:
-                    call_soon(_settle, future, result, None)
+                    put(future, result, None)
                 except RuntimeError:
                     return
 
@@ -163,6 +195,7 @@ class AsyncioTransport:
         self._connections: set[ServerConnection] = set()
         #: worker threads of blocking sessions still running: joined by stop()
         self._workers: set[_Worker] = set()
+        self._inbox: _Inbox | None = None  # made on the loop with the first worker
         self._made = 0
 
     # ------------------------------------------------------------- lifecycle
@@ -289,7 +322,9 @@ class AsyncioTransport:
 
     def _worker(self) -> _Worker:
         self._made += 1
-        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}")
+        if self._inbox is None:
+            self._inbox = _Inbox(asyncio.get_running_loop())
+        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}", self._inbox)
         self._workers.add(worker)
         return worker
 
