@@ -100,7 +100,7 @@ def main() -> None:
         "_step_action (checks + validate)": lambda i: session._step_action(msg),
         "action model_validate": lambda i: env.action_type.model_validate(data),
         "the echo's own step": lambda i: env.step(action),
-        "step_result (model dump + reshape)": lambda i: _wire.step_result(observation),
+        "step_result (dump + reshape)": lambda i: _wire.step_result(observation),
         "observation_frame": lambda i: _wire.observation_frame(observation),
     }
     try:
