@@ -85,6 +85,8 @@ class _Inbox:
 
     def put(self, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
         """From a worker thread; raises ``RuntimeError`` when the loop is closed."""
+        if self._loop.is_closed():  # even with a _drain still flagged as due: it will never run
+            raise RuntimeError("Event loop is closed")
         self._items.append((future, result, exc))
         if not self._scheduled:  # else a _drain is due and will take it (it clears the flag before it pops)
             self._scheduled = True
