@@ -31,8 +31,7 @@ import floor_server  # noqa: E402 - bench/floor_server.py, beside this file
 
 from openenv.server import _wire  # noqa: E402
 from openenv.server.echo import EchoEnvironment  # noqa: E402
-from openenv.server.protocol import EnvCall, EnvProtocol  # noqa: E402
-from openenv.server.tools import is_mcp_action  # noqa: E402
+from openenv.server.protocol import EnvProtocol  # noqa: E402
 
 STEP = '{"type":"step","data":{"message":"hello, benchmark"}}'
 _junk = bytearray(8 << 20)
@@ -94,12 +93,14 @@ def main() -> None:
     data = json.loads(STEP)["data"]
     action = env.action_type.model_validate(data)
     observation = env.step(action)
-    call = EnvCall("step", action)
+    msg = json.loads(STEP)
+    session = sessions[0]
     parts: dict[str, Callable[[int], Any]] = {
         "json.loads": lambda i: json.loads(STEP),
-        "is_mcp_action": lambda i: is_mcp_action(env, data),
+        "_step_action (checks + validate)": lambda i: session._step_action(msg),
         "action model_validate": lambda i: env.action_type.model_validate(data),
-        "EnvCall.run (echo step included)": lambda i: call.run(env, aware=True),
+        "the echo's own step": lambda i: env.step(action),
+        "step_result (dump + reshape)": lambda i: _wire.step_result(observation),
         "observation_frame": lambda i: _wire.observation_frame(observation),
     }
     try:

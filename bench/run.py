@@ -87,6 +87,11 @@ SERVER_LABELS = {
     "floor-thr": "raw websockets threading echo (floor)",
     "floor-uvicorn": "bare ASGI echo app on uvicorn (the floor of any ASGI app)",
 }
+#: with ``--baseline-src``: our asyncio transport from another tree's ``src`` (an A/B of a change)
+BASELINE_LABELS = {
+    "base-aio": "baseline tree (`--baseline-src`), asyncio transport, echo on the loop",
+    "base-aio-blk": "baseline tree (`--baseline-src`), asyncio transport, blocking echo",
+}
 SERVER_SIZES = (8, 32, 128, 512)
 #: steps per server per block (a block is max(3, this // sessions) batches)
 SERVER_STEPS = 2000
@@ -98,7 +103,7 @@ CHART_LABELS = {
     "boot:ours-pool": "EnvPool of 8",
     "boot:ours-sync": "Env (1)",
     "boot:rel-await": "0.10.0 (1)",
-    **{k: k for k in SERVER_LABELS},
+    **{k: k for k in (*SERVER_LABELS, *BASELINE_LABELS)},
 }
 IMPORT_LABELS = {
     "imp:ours-sync": "import openenv.sync",
@@ -143,7 +148,8 @@ class Server:
             cmd = [sys.executable, str(HERE / script), *extra, "--max-sessions", str(max_sessions)]
             cwd = str(ROOT)
         else:
-            penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+            penv = dict(os.environ, PYTHONPATH=str(ROOT))
+            penv.update(env or {})  # may replace PYTHONPATH (--baseline-src)
             cmd = [
                 sys.executable,
                 "-m",
@@ -389,9 +395,14 @@ def section_server(
     return out
 
 
-def start_server(kind: str, released: str, cap: int) -> Server:
-    """One server of the server section (each in its own process)."""
+def start_server(kind: str, released: str, cap: int, baseline: str | None = None) -> Server:
+    """One server of the server section (each in its own process); ``baseline``: a ``src`` for ``base-*``."""
     blocking = "bench.envs:BlockingEchoEnvironment"
+    if kind in BASELINE_LABELS:
+        if baseline is None:
+            raise ValueError(f"{kind} needs --baseline-src")
+        env = {"PYTHONPATH": os.pathsep.join([baseline, str(ROOT)])}  # that tree's openenv first
+        return Server("echo" if kind == "base-aio" else blocking, cap, extra=["--transport", "asyncio"], env=env)
     if kind == "srv-aio":
         return Server("echo", cap, extra=["--transport", "asyncio"])
     if kind == "srv-aio-blk":
@@ -415,7 +426,13 @@ def start_server(kind: str, released: str, cap: int) -> Server:
 
 
 def run_server_section(
-    released: str, logdir: Path, sizes: Sequence[int], steps: int, rounds: int, kinds: Sequence[str]
+    released: str,
+    logdir: Path,
+    sizes: Sequence[int],
+    steps: int,
+    rounds: int,
+    kinds: Sequence[str],
+    baseline: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every server at every size, interleaved per round; one ``ours-aio`` client worker per server."""
     cap = max(sizes) + 8
@@ -424,7 +441,7 @@ def run_server_section(
     out: dict[str, dict[str, Any]] = {}
     try:
         for kind in kinds:
-            servers[kind] = start_server(kind, released, cap)
+            servers[kind] = start_server(kind, released, cap, baseline)
             clients[kind] = Worker("ours-aio", sys.executable, logdir, name=f"ours-aio-{kind}")
         for size in sizes:
             n = max(3, steps // size)
@@ -933,8 +950,9 @@ def markdown(results: dict[str, Any]) -> str:
                 ]
             )
             for k, v in table.items():
+                label = SERVER_LABELS.get(k) or BASELINE_LABELS.get(k, k)
                 lines.append(
-                    f"| {SERVER_LABELS.get(k, k)} | {v['steps_rate']:,.0f} | {_vs(v, base)} | {_vs(v, base_async)} | "
+                    f"| {label} | {v['steps_rate']:,.0f} | {_vs(v, base)} | {_vs(v, base_async)} | "
                     f"{us(v['server_cpu_step'])} | "
                     f"{(v['server_cpu_step'] / floor['server_cpu_step']) if floor else float('nan'):.2f}× | "
                     f"{us(v['p50'])} | {v['server_busy']:.0%} | {v['rss_mib']:.0f} MiB | {v['threads']} |"
@@ -1081,6 +1099,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--servers", default="", help=f"the server section's servers (default all: {','.join(SERVER_LABELS)})"
     )
+    parser.add_argument(
+        "--baseline-src",
+        default=None,
+        help="another tree's src directory (e.g. `git archive main src | tar -x -C /tmp/base`, then "
+        "/tmp/base/src): adds base-aio and base-aio-blk, its asyncio transport, to the server section",
+    )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")
     parser.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/results)")
     parser.add_argument("--no-commit-copy", action="store_true", help="do not update bench/RESULTS.md")
@@ -1107,6 +1131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     server_steps = 200 if args.quick else args.server_steps
     server_rounds = 2 if args.quick else args.server_rounds
     only_servers = [k for k in args.servers.split(",") if k] if args.servers else list(SERVER_LABELS)
+    baseline = str(Path(args.baseline_src).resolve()) if args.baseline_src else None
+    if baseline is not None and not args.servers:
+        only_servers += list(BASELINE_LABELS)
+    unknown_servers = set(only_servers) - set(SERVER_LABELS) - set(BASELINE_LABELS)
+    if unknown_servers:
+        parser.error(f"unknown server(s) {sorted(unknown_servers)}")
+    if baseline is None and set(only_servers) & set(BASELINE_LABELS):
+        parser.error("base-aio and base-aio-blk need --baseline-src")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     logdir = out_dir / "logs"
@@ -1255,7 +1287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             res["boot"] = section_boot({k: workers[k] for k in bkinds}, boot_size, boot_rounds)
         if "server" in only and released:
             res["server"] = run_server_section(
-                released, logdir, server_sizes, server_steps, server_rounds, only_servers
+                released, logdir, server_sizes, server_steps, server_rounds, only_servers, baseline
             )
             for size, table in res["server"].items():
                 res[f"server{size}"] = table

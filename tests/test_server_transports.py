@@ -188,6 +188,37 @@ def test_a_blocked_step_stalls_only_its_session(serve: Callable[..., EnvServer],
         assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
 
 
+class GatedEnv(_Where):
+    """Every step waits at a barrier of all sessions, so their workers finish together."""
+
+    barrier: ClassVar[threading.Barrier]
+
+    def step(self, action: WhereAction) -> WhereObservation:
+        type(self).barrier.wait(30)
+        return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+
+def test_blocking_sessions_finishing_at_once_each_get_their_own_reply(serve: Callable[..., EnvServer]) -> None:
+    # The workers hand their results to the loop together (one wake-up for those that arrive at once).
+    sessions, rounds = 12, 15
+    GatedEnv.barrier = threading.Barrier(sessions)
+    server = serve(GatedEnv, "asyncio", max_sessions=sessions)
+
+    async def main() -> list[list[str]]:
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = [await stack.enter_async_context(aconnect(server.ws_url)) for _ in range(sessions)]
+
+            async def one(ws: Any, i: int, n: int) -> str:
+                await ws.send(json.dumps({"type": "step", "data": {"message": f"{i}-{n}"}}))
+                reply = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                return str(reply["data"]["observation"]["message"])
+
+            return [await asyncio.gather(*(one(ws, i, n) for i, ws in enumerate(sockets))) for n in range(rounds)]
+
+    answers = asyncio.run(main())
+    assert answers == [[f"{i}-{n}" for i in range(sessions)] for n in range(rounds)]
+
+
 def test_stop_waits_for_a_blocked_step_and_joins_its_worker(serve: Callable[..., EnvServer]) -> None:
     BlockingEnv.released.clear()
     BlockingEnv.entered.clear()

@@ -17,6 +17,7 @@ and the other sessions.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import json
@@ -70,17 +71,50 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
 
 
+class _Inbox:
+    """Hands worker threads' results to the loop: one wake-up for all those that arrive together.
+
+    ``loop.call_soon_threadsafe`` per result writes to the loop's self-pipe (a
+    syscall, and a loop wake-up) each time; with many sessions finishing their
+    steps at once, one scheduled `_drain` settles them all.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+        """From a worker thread; raises ``RuntimeError`` when the loop is closed."""
+        if self._loop.is_closed():  # even with a _drain still flagged as due: it will never run
+            raise RuntimeError("Event loop is closed")
+        self._items.append((future, result, exc))
+        if not self._scheduled:  # else a _drain is due and will take it (it clears the flag before it pops)
+            self._scheduled = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        items = self._items
+        while items:
+            try:
+                _settle(*items.popleft())
+            except Exception:  # a future that refuses its exception (StopIteration): the others still settle
+                logger.exception("could not hand a worker's result to its session")
+
+
 class _Worker:
     """One thread that runs a blocking session's environment calls, one at a time, in order."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, inbox: _Inbox) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future[Any]] | None] = queue.SimpleQueue()
         self._loop = asyncio.get_running_loop()
+        self._inbox = inbox
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        call_soon = self._loop.call_soon_threadsafe
+        put = self._inbox.put
         while True:
             item = self._queue.get()
             if item is None:
@@ -90,12 +124,12 @@ class _Worker:
                 result = fn()
             except BaseException as exc:  # handed to the awaiting task
                 try:
-                    call_soon(_settle, future, None, exc)
+                    put(future, None, exc)
                 except RuntimeError:  # the loop is closed: nobody awaits any more
                     return
             else:
                 try:
-                    call_soon(_settle, future, result, None)
+                    put(future, result, None)
                 except RuntimeError:
                     return
 
@@ -140,6 +174,7 @@ class AsyncioTransport:
         self._connections: set[ServerConnection] = set()
         #: worker threads of blocking sessions still running: joined by stop()
         self._workers: set[_Worker] = set()
+        self._inbox: _Inbox | None = None  # made on the loop with the first worker
         self._made = 0
 
     # ------------------------------------------------------------- lifecycle
@@ -266,7 +301,9 @@ class AsyncioTransport:
 
     def _worker(self) -> _Worker:
         self._made += 1
-        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}")
+        if self._inbox is None:
+            self._inbox = _Inbox(asyncio.get_running_loop())
+        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}", self._inbox)
         self._workers.add(worker)
         return worker
 
@@ -280,7 +317,9 @@ class AsyncioTransport:
         idle = self._owner._idle_timeout
         watch = None if idle is None else _idle_watch(connection, idle)
         handle = session.handle
+        handle_async = session.handle_async
         recv = connection.recv
+        send = connection.send
         try:
             while True:
                 try:
@@ -288,18 +327,20 @@ class AsyncioTransport:
                 except ConnectionClosed:
                     return
                 if watch is not None:
-                    watch.busy = True
+                    watch.active()
                 if worker is None:
-                    reply, keep_open = await session.handle_async(raw)
+                    reply, keep_open = await handle_async(raw)
                 else:
                     reply, keep_open = await worker.run(functools.partial(handle, raw))
-                if reply is not None and not await _send(connection, reply):
-                    return
+                if reply is not None:  # `_send()`, inlined: one coroutine less per frame
+                    try:
+                        await send(_payload(reply), text=True)
+                    except ConnectionClosed:
+                        return
                 if not keep_open:
                     return
                 if watch is not None:
-                    watch.busy = False
-                    watch.last = watch._loop.time()
+                    watch.quiet()
         finally:
             if watch is not None:
                 watch.cancel()

@@ -14,15 +14,21 @@ a session.
 
 from __future__ import annotations
 
+import inspect
 import json
+import json.encoder
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
 from openenv._core.errors import ErrorCode
+
+#: CPython's C encoder class (what ``json.JSONEncoder.encode`` builds per call), or ``None`` without ``_json``.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 __all__ = [
     "dumps",
@@ -77,8 +83,35 @@ def _strict_default(obj: Any) -> Any:
 _STRICT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
 
 
+def _make_fast_encoder() -> Callable[[Any, int], Any] | None:
+    """CPython's C encoder with `_STRICT_ENCODER`'s options, made once (``JSONEncoder.encode`` makes one per call).
+
+    It keeps no ``markers`` (the circular-reference check): a circular value
+    then ends in ``RecursionError``, and `dumps()` re-runs `_STRICT_ENCODER`
+    for the exact error. ``None`` when the C accelerator is missing.
+    """
+    if _c_make_encoder is None:  # pragma: no cover - CPython always has it
+        return None
+    return cast(
+        "Callable[[Any, int], Any]",
+        _c_make_encoder(None, _strict_default, encode_basestring, None, ":", ",", False, False, False),
+    )
+
+
+_FAST_ENCODE = _make_fast_encoder()
+
+
 def dumps(obj: Any) -> str:
-    """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values."""
+    """Strict JSON; raises ``ValueError`` for non-finite floats, ``TypeError``-likes for other values.
+
+    The same text and the same errors as ``json.dumps(obj, separators=(",", ":"),
+    ensure_ascii=False, allow_nan=False, default=...)``.
+    """
+    if _FAST_ENCODE is not None and type(obj) is dict:
+        try:
+            return "".join(_FAST_ENCODE(obj, 0))
+        except Exception:  # NaN, an unserialisable or circular value: the reference encoder's own error
+            pass
     return _STRICT_ENCODER.encode(obj)
 
 
@@ -156,6 +189,17 @@ def validation_frame(exc: ValidationError) -> str:
     return error_frame(ErrorCode.VALIDATION_ERROR, "Invalid message", errors=exc.errors(include_url=False))
 
 
+_BASE_DUMP = BaseModel.model_dump
+
+#: ``model_dump()``'s defaults that pydantic-core's ``to_python`` does not share: ``by_alias`` (``False``
+#: before pydantic 2.11, where ``to_python`` defaulted to ``True``; ``None``, the model's config, since).
+_DUMP_DEFAULTS: dict[str, Any] = {
+    name: param.default
+    for name, param in inspect.signature(BaseModel.model_dump).parameters.items()
+    if name == "by_alias" and param.default is not None
+}
+
+
 def step_result(observation: Any) -> dict[str, Any]:
     """Turn an observation into the wire step result (0.10 ``/ws`` flavour).
 
@@ -164,7 +208,10 @@ def step_result(observation: Any) -> dict[str, Any]:
     when it is non-empty.
     """
     if isinstance(observation, BaseModel):
-        obs = observation.model_dump()
+        if type(observation).model_dump is _BASE_DUMP:  # what model_dump() runs, without its own call
+            obs = observation.__pydantic_serializer__.to_python(observation, **_DUMP_DEFAULTS)
+        else:
+            obs = observation.model_dump()
     elif isinstance(observation, Mapping):
         obs = dict(observation)
     else:

@@ -120,6 +120,24 @@ async def _aclose_quietly(env: Any) -> None:
         logger.exception("environment close() raised")
 
 
+class _Reply(NamedTuple):
+    """A reply frame the step hot path made before calling the environment (an invalid action)."""
+
+    frame: str
+
+
+#: ``step`` data with these ``type`` values may be MCP actions: the general path decides.
+_MCP_TYPES = ("list_tools", "call_tool")
+
+
+def _loads(raw: str) -> Any:
+    """The parsed frame, or the ``INVALID_JSON`` reply (a tuple: frame, keep open)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"), True
+
+
 # ------------------------------------------------------------------- sessions
 
 
@@ -151,6 +169,9 @@ class Session:
         self.touched = False
         #: when the last sweep found it in use (the ``now`` it was given); ``None``: not swept yet
         self.idle_since: float | None = None
+        # the step hot path's cache: the last ``step_async`` function seen, and whether it is a coroutine function
+        self._alt_func: Any = None
+        self._alt_coro = False
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id} {type(self.env).__name__} owner={self.owner}>"
@@ -177,7 +198,13 @@ class Session:
             # The reference server fails its receive_text() with KeyError('text').
             return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
         try:
-            frames = self._dispatch(raw)
+            msg = _loads(raw)
+            if type(msg) is tuple:  # invalid JSON: the error frame
+                return msg
+            action = self._step_action(msg)
+            if action is not None:  # the hot path: a plain step frame
+                return self._step_sync(action), True
+            frames = self._dispatch(msg)
             try:
                 call = frames.send(None)
                 while True:
@@ -206,7 +233,13 @@ class Session:
         if not isinstance(raw, str):
             return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
         try:
-            frames = self._dispatch(raw)
+            msg = _loads(raw)
+            if type(msg) is tuple:  # invalid JSON: the error frame
+                return msg
+            action = self._step_action(msg)
+            if action is not None:  # the hot path: a plain step frame
+                return await self._step_aware(action), True
+            frames = self._dispatch(msg)
             try:
                 call = frames.send(None)
                 while True:
@@ -224,11 +257,72 @@ class Session:
             logger.exception("session failed")
             return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
 
-    def _dispatch(self, raw: str) -> Generator[EnvCall, Any, tuple[str | None, bool]]:
+    # ------------------------------------------------- the step hot path
+    #
+    # A plain ``step`` frame (``{"type":"step","data":{...}}``, no MCP action) is
+    # run without the frame generator: the same checks, calls and replies as
+    # `_dispatch()`/`_step()`, in straight-line code.
+
+    def _step_action(self, msg: Any) -> Any:
+        """The validated action of a plain ``step`` frame, a ``_Reply`` for an invalid one, else ``None``.
+
+        ``None`` sends the frame down the general path (`_dispatch()`), which
+        answers everything else (envelope errors, MCP actions, other types).
+        """
+        if type(msg) is not dict or len(msg) != 2 or msg.get("type") != "step":
+            return None
+        data = msg.get("data")
+        if type(data) is not dict or data.get("type") in _MCP_TYPES:
+            return None
+        env = self.env
+        action_type = getattr(env, "action_type", Action)
         try:
-            msg = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"), True
+            return action_type.model_validate(data)
+        except ValidationError as exc:
+            return _Reply(_validation_frame(exc))
+
+    def _step_sync(self, action: Any) -> str:
+        """`_step()` driven by `handle()`: ``env.step(action)`` (an awaitable result run on a loop of its own)."""
+        if type(action) is _Reply:
+            return action.frame
+        try:
+            observation = self.env.step(action)
+            if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                observation = asyncio.run(_awaited(observation))
+            return _observation_frame(observation)
+        except ValidationError as exc:
+            return _validation_frame(exc)
+        except Exception as exc:
+            logger.info("step raised", exc_info=True)
+            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+
+    async def _step_aware(self, action: Any) -> str:
+        """`_step()` driven by `handle_async()`: ``step_async`` when it is a coroutine function, else ``step``."""
+        if type(action) is _Reply:
+            return action.frame
+        env = self.env
+        try:
+            step = env.step
+            alt = getattr(env, "step_async", None)
+            if alt is not None:
+                func = getattr(alt, "__func__", alt)
+                if func is not self._alt_func:  # iscoroutinefunction costs ~1 µs: once per function
+                    self._alt_func, self._alt_coro = func, inspect.iscoroutinefunction(alt)
+                observation = await alt(action) if self._alt_coro else step(action)
+            else:
+                observation = step(action)
+            if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                observation = await observation
+            return _observation_frame(observation)
+        except ValidationError as exc:
+            return _validation_frame(exc)
+        except Exception as exc:
+            logger.info("step raised", exc_info=True)
+            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+
+    # ------------------------------------------------- the general path
+
+    def _dispatch(self, msg: Any) -> Generator[EnvCall, Any, tuple[str | None, bool]]:
         if not isinstance(msg, dict):
             return (
                 _error_frame(
