@@ -27,7 +27,8 @@ The matrix legs each prove one thing (MATRIX_LEGS), so not every leg repeats the
                    (websockets 15.0, httpx 0.27, pydantic 2.7, docker 7.0)
     3.10-default   whole suite: the websockets 16 line, the newest that 3.10 gets
     3.11-default   subset: the interpreter, websockets 17 and the newest dependencies 3.11 gets
-    3.12-default   subset: the same on 3.12
+    3.12-default   subset: the same on 3.12, every embedded server on the threading transport
+                   (the other one that ships: $OPENENV_SERVER_TRANSPORT=threads)
     3.13-highest   whole suite: the newest Python with every dependency upgraded to its newest
 
 The subset leaves out MATRIX_SUBSET_IGNORE: tooling checks that do not depend on the
@@ -92,12 +93,13 @@ MATRIX_SUBSET_IGNORE = [
 ]
 #: (python, dependencies, whole suite?) per leg: "lowest" pins LOWEST, "highest" upgrades
 #: everything to the newest release, "default" is what pip resolves for that Python.
+# (python, dependencies, whole suite, the embedded server's transport: $OPENENV_SERVER_TRANSPORT)
 MATRIX_LEGS = [
-    ("3.10", "lowest", True),
-    ("3.10", "default", True),
-    ("3.11", "default", False),
-    ("3.12", "default", False),
-    ("3.13", "highest", True),
+    ("3.10", "lowest", True, "asyncio"),
+    ("3.10", "default", True, "asyncio"),
+    ("3.11", "default", False, "asyncio"),
+    ("3.12", "default", False, "threads"),
+    ("3.13", "highest", True, "asyncio"),
 ]
 
 
@@ -205,10 +207,10 @@ def _check_lowest() -> list[str]:
 
 @nox.session(name="matrix")
 @nox.parametrize(
-    "python,deps,whole",
-    [nox.param(py, deps, whole, id=f"{py}-{deps}") for py, deps, whole in MATRIX_LEGS],
+    "python,deps,whole,transport",
+    [nox.param(py, deps, whole, transport, id=f"{py}-{deps}") for py, deps, whole, transport in MATRIX_LEGS],
 )
-def matrix(session: nox.Session, deps: str, whole: bool) -> None:
+def matrix(session: nox.Session, deps: str, whole: bool, transport: str) -> None:
     """One leg of the support matrix: the non-docker, non-interop suite on one Python and dependency set.
 
     `nox -s matrix` runs every leg, `nox -s "matrix(3.10-lowest)"` one. Extra args go to pytest.
@@ -226,7 +228,8 @@ def matrix(session: nox.Session, deps: str, whole: bool) -> None:
         session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *deps_of_leg)
     else:
         session.install("-e", ".", *deps_of_leg)
-    session.run("python", "-c", _VERSIONS, "matrix leg")
+    session.env["OPENENV_SERVER_TRANSPORT"] = transport  # every server the tests start (in-process or not)
+    session.run("python", "-c", _VERSIONS, f"matrix leg (server transport: {transport})")
     if deps == "lowest":
         session.run("python", "-c", _ASSERT_LOWEST, *(f"{n}=={v}" for n, v in LOWEST.items()))
     ignore = [] if whole else [f"--ignore={path}" for path in MATRIX_SUBSET_IGNORE]

@@ -38,7 +38,7 @@ def _floors() -> dict[str, str]:
 def test_readme_supported_line_matches() -> None:
     legs = _noxfile_constant("MATRIX_LEGS")
     assert isinstance(legs, list)
-    pythons = sorted({py for py, _, _ in legs}, key=lambda v: tuple(map(int, v.split("."))))
+    pythons = sorted({py for py, *_ in legs}, key=lambda v: tuple(map(int, v.split("."))))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     paragraph = next((p for p in readme.split("\n\n") if p.startswith("Supported")), None)
     assert paragraph is not None, "README.md: no 'Supported' paragraph in the Installing section"
