@@ -33,7 +33,7 @@ from websockets.frames import CloseCode
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
-from ._idle import IdleTimer
+from ._idle import IdleTimer, settle
 from ._wscompat import install_request_parser
 from .protocol import Session, runs_on_loop
 
@@ -60,15 +60,6 @@ _REFUSED_LINGER = 1.0
 
 #: Bytes of a refused connection's request skipped, at most, before the 503.
 _REFUSED_SKIP = 8192
-
-
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():  # the awaiting task was cancelled
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 class _Inbox:
@@ -98,7 +89,7 @@ class _Inbox:
         items = self._items
         while items:
             try:
-                _settle(*items.popleft())
+                settle(*items.popleft())
             except Exception:  # a future that refuses its exception (StopIteration): the others still settle
                 logger.exception("could not hand a worker's result to its session")
 

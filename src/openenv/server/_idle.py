@@ -1,11 +1,13 @@
-"""The idle timer both asyncio transports use (`openenv.server._aio` and `openenv.server.asgi`)."""
+"""What both asyncio transports share (`openenv.server._aio` and `openenv.server.asgi`): the idle timer, and
+the hand-back of a worker thread's result to the loop (`settle`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["IdleTimer"]
+__all__ = ["IdleTimer", "settle"]
 
 
 class IdleTimer:
@@ -57,3 +59,13 @@ class IdleTimer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """Complete ``future`` (on its loop) with a worker's ``result`` or ``error``; nothing if it was cancelled."""
+    if future.done():  # the awaiting task was cancelled
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

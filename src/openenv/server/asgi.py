@@ -91,7 +91,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
-from ._idle import IdleTimer
+from ._idle import IdleTimer, settle
 from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
@@ -149,7 +149,7 @@ class _SessionThread(Executor):
             except BaseException as exc:  # handed to the awaiting task
                 result, error = None, exc
             try:
-                self._loop.call_soon_threadsafe(_settle, future, result, error)
+                self._loop.call_soon_threadsafe(settle, future, result, error)
             except RuntimeError:  # the loop is closed: nobody awaits any more
                 pass
 
@@ -168,15 +168,6 @@ class _SessionThread(Executor):
         self._queue.put(None)  # the thread ends after the calls already queued
         if wait and self._thread is not threading.current_thread():
             self._thread.join()
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the awaiting task was cancelled
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
 
 
 _ACCEPT: Message = {"type": "websocket.accept"}
