@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,9 +155,14 @@ def test_run_without_a_buildable_default_names_the_fields(
     assert f"python -m openenv run {server.url} --action " in err
     assert '\'{"move": "<a string matching ^[a-h][1-8][a-h][1-8]$>"}\'' in err
     assert "Traceback" not in err
-    # and the action it asks for works
-    code, out, _ = _run(capsys, "run", server.url, "--action", '{"move": "e2e4"}', "--json")
-    assert code == 0
+    # and the action it asks for works. (The first run held the server's one session while it asked for
+    # tools; the server frees it just after that client's close returns, so wait for it: a loaded CI run
+    # started the second run inside that moment and was refused CAPACITY_REACHED)
+    deadline = time.monotonic() + 20
+    while server.active_sessions and time.monotonic() < deadline:
+        time.sleep(0.01)
+    code, out, err = _run(capsys, "run", server.url, "--action", '{"move": "e2e4"}', "--json")
+    assert code == 0, err
     assert _json_lines(out)[1]["observation"]["position"] == 1
 
 
