@@ -10,7 +10,10 @@ Below, ``fake_grpo`` does what the trainer does with the class, and a scripted
 "model" picks the tool calls.  Run it::
 
     python examples/trl_grpo.py                # an in-process echo server
-    python examples/trl_grpo.py URL_OR_IMAGE   # any target Env.from_env accepts
+    python examples/trl_grpo.py URL_OR_IMAGE   # an echo server anywhere Env.from_env reaches
+
+(The scripted "model" only speaks the echo's ``step(message=...)``: on an
+environment whose class has no such method, the script says so and stops.)
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ def fake_grpo(factory: Callable[[], Any], dataset: list[dict[str, Any]], num_gen
         if name not in ("reset", "get_reward") and not name.startswith("_")
     ]
     print("tools offered to the model:", names)
+    if "step" not in names or "message" not in inspect.signature(type(environments[0]).step).parameters:
+        raise SystemExit(
+            "this example's scripted model only calls step(message=...), the echo's action; this environment "
+            f"offers {names}: write the model's calls for it in scripted_model()"
+        )
     for row in dataset:
         rewards = []
         for generation, env in enumerate(environments):

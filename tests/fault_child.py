@@ -17,6 +17,11 @@ import time
 
 
 def main(flavour: str, image: str, handler: str) -> None:
+    if handler != "handler":
+        # the default action, whatever was inherited: under nohup (SIGHUP ignored) "no handler" would
+        # otherwise mean "ignored", and the signal would never end the program
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
     if flavour == "sync":
         from openenv.sync import Env
 

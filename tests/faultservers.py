@@ -73,6 +73,9 @@ def cut_tcp(ws: ServerConnection) -> None:
         pass
 
 
+READY = re.compile(r"serving .* on http://127\.0\.0\.1:(\d+)\r?\n")
+
+
 class ServerProcess:
     """``python -m openenv serve tests.envs:CounterEnv`` in its own process, on 127.0.0.1.
 
@@ -96,20 +99,20 @@ class ServerProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         deadline = time.monotonic() + timeout
         while True:  # the port of a killed server may take a moment to be free again
-            # the server prints "serving ... on URL" to stderr.  Append mode: the child shares this open
-            # file (and its offset), so without O_APPEND our seek(0) below would make its next write land
-            # at the start, over the line we look for (seen under load: "\nerving CounterEnv on ...")
-            log = tempfile.TemporaryFile("a+")
+            # the server prints "serving ... on URL" to stderr, through the same open file as ours (one
+            # shared offset: TemporaryFile's "a+" does not set O_APPEND on the fd mkstemp made, so a
+            # seek(0) here made the child's next write land at the start, over the line we look for:
+            # "\nerving CounterEnv on ..." under load).  os.pread reads without moving that offset.
+            log = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
             text = ""
             while self.proc.poll() is None and time.monotonic() < deadline:
-                log.seek(0)
-                text = log.read()
-                if "serving" in text:
+                text = os.pread(log.fileno(), 1 << 20, 0).decode("utf-8", "replace")
+                if READY.search(text):  # the whole line, newline included: not a write half read
                     break
                 time.sleep(0.02)
             log.close()
-            match = re.search(r"serving .* on http://127\.0\.0\.1:(\d+)", text)
+            match = READY.search(text)
             if match:
                 self.port = int(match.group(1))
                 leaks.EXPECTED_CHILDREN.add(self.proc.pid)

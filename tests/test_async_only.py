@@ -149,3 +149,22 @@ async def test_cancellation_while_many_servers_come_up_stops_them_all() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert all(p._child is None for p in providers)
+
+
+async def test_a_connection_abandoned_as_it_is_made_ends_its_handshake_at_once() -> None:
+    """``ws_abandon`` on a connection before its transport exists (asyncio) still drops it.
+
+    ``close()`` that came while the TCP connection was being made abandons the connection as
+    soon as it is made; asyncio makes it before it has a transport, so the abandon must wait
+    for the transport: without that, the handshake with a silent server ran to its timeout.
+    """
+    import socket
+
+    from openenv._shim_async import ws_abandon, ws_connect
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"ws://127.0.0.1:{silent.getsockname()[1]}/ws"
+        with pytest.raises(Exception) as info:
+            async with ws_connect(url, on_connection=ws_abandon, open_timeout=60):
+                pass
+        assert not isinstance(info.value, TimeoutError), info.value

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,14 +158,103 @@ def test_run_without_a_buildable_default_names_the_fields(
     assert '\'{"move": "<a string matching ^[a-h][1-8][a-h][1-8]$>"}\'' in err
     assert "Traceback" not in err
     # and the action it asks for works. (The first run held the server's one session while it asked for
-    # tools; the server frees it just after that client's close returns, so wait for it: a loaded CI run
-    # started the second run inside that moment and was refused CAPACITY_REACHED)
-    deadline = time.monotonic() + 20
-    while server.active_sessions and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # tools; the server frees it just after that client's close returns, and a loaded CI run started the
+    # second run inside that moment: the command waits for the slot, --capacity-timeout)
     code, out, err = _run(capsys, "run", server.url, "--action", '{"move": "e2e4"}', "--json")
     assert code == 0, err
     assert _json_lines(out)[1]["observation"]["position"] == 1
+
+
+# -- a server at capacity: the commands wait for a session (--capacity-timeout) ------------------
+
+
+@contextlib.contextmanager
+def release_when_the_wait_starts(monkeypatch: pytest.MonkeyPatch, release: Callable[[], None]) -> Iterator[None]:
+    """Call ``release()`` (in a thread) once the command says it waits for a session.
+
+    Not after a fixed delay: on a loaded machine the command's first call could come after
+    such a release, and the wait under test would never happen.
+    """
+    from openenv._cli import _common
+
+    note = _common._Out.note
+    threads: list[threading.Thread] = []
+
+    def note_then_release(self: Any, text: str) -> None:
+        note(self, text)
+        if "at capacity" in text and not threads:
+            threads.append(threading.Thread(target=release))
+            threads[0].start()
+
+    monkeypatch.setattr(_common._Out, "note", note_then_release)
+    try:
+        yield
+    finally:
+        for thread in threads:
+            thread.join()
+
+
+@pytest.mark.parametrize("command", ["run", "tools"])
+def test_a_command_waits_for_a_one_session_server_to_free_its_slot(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openenv.server.echo import EchoEnvironment
+    from openenv.sync import Env
+
+    server = server_factory(EchoEnvironment, max_sessions=1)
+    holder = Env.from_env(server.url)  # another client holds the one session until the command waits for it
+    holder.reset()
+    try:
+        with release_when_the_wait_starts(monkeypatch, holder.close):
+            code, out, err = _run(capsys, command, server.url, "--json")
+    finally:
+        holder.close()
+    assert code == 0, err
+    assert "the server is at capacity (Server at capacity: 1/1 sessions active" in err
+    assert "waiting up to 10 s for a session to come free (--capacity-timeout)" in err
+    assert err.count("waiting up to") == 1 and "error" not in err
+    if command == "run":
+        assert [r["type"] for r in _json_lines(out)] == ["reset"] + ["step"] * 5
+    else:
+        assert json.loads(out) == []
+
+
+def test_capacity_timeout_bounds_the_wait_and_names_the_remedy(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    from openenv.server.echo import EchoEnvironment
+    from openenv.sync import Env
+
+    server = server_factory(EchoEnvironment, max_sessions=1)
+    with Env.from_env(server.url) as holder:  # held for the whole test
+        holder.reset()
+        start = time.monotonic()
+        code, out, err = _run(capsys, "run", server.url, "--capacity-timeout", "0.3")
+        waited = time.monotonic() - start
+        assert code == 1 and out == ""
+        assert "waiting up to 0.3 s for a session to come free" in err
+        assert "error: Server at capacity: 1/1 sessions active" in err
+        assert "still full after 0.3 s of waiting (--capacity-timeout) (code: CAPACITY_REACHED)" in err
+        assert "hint: the server serves 1 session at a time, all taken by other clients" in err
+        assert "(MAX_CONCURRENT_ENVS=N, or serve --max-sessions N)" in err and "Traceback" not in err
+        assert 0.3 <= waited < 10
+        # 0: the old answer at once, no wait announced
+        code, out, err = _run(capsys, "run", server.url, "--capacity-timeout", "0", "--json")
+        assert code == 1
+        assert "waiting" not in err and "still full" not in err
+        assert _json_lines(out) == [
+            {
+                "type": "error",
+                "error": "CapacityReached",
+                "message": "Server at capacity: 1/1 sessions active. Cannot accept new connections. "
+                "(code: CAPACITY_REACHED)",
+            }
+        ]
+        # the schema is read over HTTP: it needs no session, so a full server shows it at once
+        code, out, err = _run(capsys, "schema", server.url, "--capacity-timeout", "0", "--json")
+        assert code == 0, err
+        assert json.loads(out)["action"]["properties"]["message"]["type"] == "string"
+        assert holder.step({"message": "still mine"}).observation["echoed_message"] == "still mine"
 
 
 # -- run: errors -------------------------------------------------------------------------------
@@ -641,6 +732,19 @@ def test_bad_max_concurrent_envs_is_usage(capsys: pytest.CaptureFixture[str], mo
     code, _, err = _run(capsys, "serve", "echo", "--port", "0")
     assert code == 2
     assert "MAX_CONCURRENT_ENVS must be an integer, not 'many'" in err
+    monkeypatch.setenv("MAX_CONCURRENT_ENVS", "0")
+    code, _, err = _run(capsys, "serve", "echo", "--port", "0")
+    assert code == 2
+    assert err == "error: MAX_CONCURRENT_ENVS must be at least 1 (sessions at a time), not 0\n"
+
+
+def test_a_port_out_of_range_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "echo", "--port", "99999"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --port: a TCP port is 0 to 65535 (0: any free port), not 99999" in err
+    assert "Traceback" not in err and "OverflowError" not in err
 
 
 def test_numbers_and_counts_read_well(capsys: pytest.CaptureFixture[str], echo_server: EnvServer) -> None:

@@ -118,6 +118,19 @@ def test_encode_frames() -> None:
         frames.encode_step({"x": float("nan")})
     with pytest.raises(TypeError, match="dict"):
         frames.encode_step(["not", "a", "dict"])  # type: ignore[arg-type]
+    lone = "a\ud800b"  # a str, but no Unicode text: no UTF-8 frame can carry it
+    with pytest.raises(InvalidAction) as info:
+        frames.encode_step({"x": lone})
+    assert str(info.value) == (
+        "the action cannot be sent: it holds '\\ud800', a lone surrogate: a Python str, but not valid Unicode "
+        "(frames are UTF-8 text)"
+    )
+    with pytest.raises(TypeError, match="cannot send this reset payload as JSON: it holds '\\\\udcff', a lone"):
+        frames.encode_reset({"x": "\udcff"})
+    assert json.loads(frames.encode_step({"a": "\U0001f600 \u2028"})) == {
+        "type": "step",
+        "data": {"a": "\U0001f600 \u2028"},
+    }
 
 
 def test_decode_reply_checks_the_type() -> None:

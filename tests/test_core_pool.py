@@ -42,6 +42,19 @@ def test_reset_plans_seeds_and_kwargs_per_session() -> None:
         core.plan_reset([0], "1", None)  # type: ignore[arg-type]
 
 
+def test_one_action_where_a_list_is_due_is_named() -> None:
+    core = _core()
+    for one, shown in (({"message": "a"}, "a dict"), ("ab", "str"), (5, "int")):
+        with pytest.raises(TypeError) as info:
+            core.plan_step([0, 1], one)  # type: ignore[arg-type]
+        assert str(info.value) == (
+            f"actions must be a list with one action per session (2), not {shown}: "
+            "pool.step([action] * 2) sends the same action to every session"
+        )
+    # any iterable of actions is still one per session
+    assert [j.action for j in core.plan_step([0, 1], (a for a in ({"m": 1}, {"m": 2})))] == [{"m": 1}, {"m": 2}]  # type: ignore[arg-type]
+
+
 def test_autoreset_and_failed_sessions_in_the_plan() -> None:
     core = _core(autoreset=True)
     step = core.plan_step([0, 1, 2], ["a", "b", "c"])

@@ -46,15 +46,20 @@ def test_a_signalled_program_leaves_no_container(
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), flavour, ECHO, handler], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            _, err = proc.communicate(timeout=60)
+            raise AssertionError(f"the child failed:\n{err.decode()[-3000:]}")
+        name = json.loads(line)["container"]
+        assert not _gone(docker_engine, name)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
-        raise AssertionError(f"the child failed:\n{err.decode()[-3000:]}")
-    name = json.loads(line)["container"]
-    assert not _gone(docker_engine, name)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    finally:  # a failure here must not leave the child (and its pipes) to a later test's garbage collection
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     if handler == "handler":
         assert proc.returncode == 0, err.decode()[-2000:]
         assert _gone(docker_engine, name)  # removed by the with block, before the program ended

@@ -896,6 +896,37 @@ def test_cli_serve_echo(tmp_path: Path) -> None:
     assert code == 0  # SIGTERM stops it cleanly
 
 
+@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_cli_serve_closes_every_session_with_1012_on_ctrl_c_and_sigterm(
+    tmp_path: Path, transport: str, sig: str
+) -> None:
+    """Ctrl-C / SIGTERM to ``serve``: each open session gets its 1012 close, and the process exits 0.
+
+    (On CPython < 3.13 the main thread's interrupted ``join`` returned at once afterwards, so the
+    asyncio transport's process exited before its loop closed the sessions: clients saw a drop.
+    Under ``--asgi``, uvicorn raised the signal again after its shutdown: a traceback, status -2/-15.)
+    """
+    import signal
+
+    if transport == "asgi":
+        pytest.importorskip("uvicorn")
+    how = ["--asgi"] if transport == "asgi" else ["--transport", transport]
+    proc, url, reader = _start_cli(["serve", "echo", "--port", "0", *how], cwd=tmp_path)
+    try:
+        with connect(url.replace("http", "ws", 1) + "/ws", open_timeout=5) as conn:
+            ask(conn, {"type": "reset"})
+            proc.send_signal(getattr(signal, sig))
+            with pytest.raises(ConnectionClosed) as closed:
+                conn.recv(timeout=15)
+            assert closed.value.rcvd is not None, "the connection dropped without a close frame"
+            assert closed.value.rcvd.code == 1012
+            assert closed.value.rcvd.reason == ("" if transport == "asgi" else "server stopping")  # uvicorn's: none
+        assert proc.wait(timeout=15) == 0
+    finally:
+        _stop_cli(proc, reader)
+
+
 def test_cli_serve_module_factory_and_env_capacity(tmp_path: Path) -> None:
     (tmp_path / "myenvs.py").write_text(
         textwrap.dedent(

@@ -5,13 +5,17 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import os
+import signal
 import ssl
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -75,6 +79,141 @@ def test_ctrl_c_during_a_step_loses_the_session_cleanly(server_factory: Any) -> 
         env.step({"delta": 1})
     assert env.reset(start=9).observation["count"] == 9
     env.close()
+
+
+@contextlib.contextmanager
+def sigint_after(delay: float) -> Iterator[None]:
+    """A real SIGINT to this process after ``delay`` seconds (``interrupt_main`` only sets a flag,
+    which a wait on a lock never sees); never later than the block: a late one would hit the next test."""
+    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def test_ctrl_c_during_the_handshake_leaves_no_socket_or_thread() -> None:
+    """A server that accepts and never answers the upgrade; Ctrl-C while the client waits for it."""
+    import socket
+
+    from . import leaks
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        before = leaks.snapshot()
+        env = Env(f"http://127.0.0.1:{silent.getsockname()[1]}", connect_timeout=60)
+        with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
+            env.connect()
+        env.close()
+        # the client's socket and websockets' reader thread are gone, while the server still holds its end
+        # (in the listener's backlog: never accepted, so no file descriptor of this process)
+        leaks.assert_no_leaks(before)
+
+
+def test_ctrl_c_while_pool_sessions_shake_hands_ends_them_at_once() -> None:
+    """Ctrl-C during ``EnvPool.connect()`` to a server that never answers: the handshakes end with it.
+
+    (Before, ``close()`` could not end a handshake under way, so the interrupt waited for every
+    session's ``connect_timeout``.)
+    """
+    import socket
+
+    from openenv.sync import EnvPool
+
+    from . import leaks
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        before = leaks.snapshot()
+        pool = EnvPool(f"http://127.0.0.1:{silent.getsockname()[1]}", size=4, connect_timeout=120)
+        start = time.monotonic()
+        with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
+            pool.connect()
+        assert time.monotonic() - start < 60  # the interrupt, not the two minutes of connect_timeout
+        pool.close()
+        leaks.assert_no_leaks(before)
+
+
+def test_ctrl_c_during_the_first_reset_of_an_unconnected_pool_leaves_it_usable() -> None:
+    """The first ``reset`` opens the sessions (no ``connect()`` before): Ctrl-C there must settle every request."""
+    import socket
+
+    from openenv.sync import ConnectError, EnvPool, PoolError
+
+    silent = socket.create_server(("127.0.0.1", 0))
+    pool = EnvPool(f"http://127.0.0.1:{silent.getsockname()[1]}", size=3, connect_timeout=60)
+    try:
+        with sigint_after(0.5), pytest.raises(KeyboardInterrupt):
+            pool.reset()
+        assert pool.metrics.in_flight == 0 and pool.metrics.queued == 0
+        silent.close()  # tried again, on a port nobody listens on: refused at once, and the pool is not "busy"
+        with pytest.raises(PoolError) as info:
+            pool.reset()
+        assert sorted(info.value.errors) == [0, 1, 2]
+        assert all(isinstance(e, ConnectError) for e in info.value.errors.values()), info.value.errors
+    finally:
+        pool.close()
+        silent.close()
+
+
+def test_ctrl_c_while_run_all_starts_its_threads_still_reaches_on_interrupt() -> None:
+    """A Ctrl-C landing while the threads are being started (a loaded machine is slow at it) must stop them.
+
+    Before, it escaped before the wait's ``try``: ``on_interrupt`` never ran, and leaving the pool joined the
+    calls already running (``EnvPool.connect()`` then waited out every handshake's ``connect_timeout``).
+    """
+    from openenv._shim_sync import run_all
+
+    started, release = threading.Event(), threading.Event()
+    interrupted: list[bool] = []
+
+    def blocking() -> int:
+        started.set()
+        release.wait(5)  # what on_interrupt ends (a handshake, a capacity wait)
+        return 1
+
+    class CtrlCWhileStarting(list):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            yield self[0]
+            started.wait(5)
+            raise KeyboardInterrupt  # as the signal would, between two thread starts
+
+    def on_interrupt() -> None:
+        interrupted.append(True)
+        release.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        run_all(CtrlCWhileStarting([blocking, blocking]), on_interrupt)
+    assert interrupted == [True]
+
+
+def test_ctrl_c_inside_a_thread_start_of_run_all_still_joins_that_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Thread.start()`` waits for the new thread to run: a Ctrl-C landing in that wait (a loaded machine
+    is slow to schedule it) must not leave the thread running after ``run_all`` raised.
+
+    (A ThreadPoolExecutor records a thread only after its start() returns: a CI run found one such
+    thread alive after the interrupt.)
+    """
+    from openenv._shim_sync import run_all
+
+    release = threading.Event()
+    start = threading.Thread.start
+
+    def start_then_ctrl_c(self: threading.Thread) -> None:
+        start(self)
+        if self.name.startswith("openenv-run-all"):
+            raise KeyboardInterrupt  # as the signal would, in start()'s wait for the new thread
+
+    def blocking() -> int:
+        release.wait(5)  # what on_interrupt ends (a handshake, a capacity wait)
+        time.sleep(0.3)  # then a moment of clean-up
+        return 1
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_all([blocking, blocking], release.set)
+    monkeypatch.undo()
+    assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
 
 
 def test_works_inside_a_running_event_loop(echo_server: Any) -> None:

@@ -73,7 +73,32 @@ def httpx_error(exc: BaseException, url: str) -> Exception:
             "work against it: use mode='simulation', or serve the environment with "
             "openenv.server.asgi.create_app (`python -m openenv serve --asgi`)"
         )
+    if isinstance(exc, httpx.ConnectError):
+        causes = _causes(exc)
+        if any(isinstance(c, ConnectionRefusedError) for c in causes):
+            return ConnectError(f"connection refused by {url}; is the server running?")
+        tls = [c for c in causes if isinstance(c, ssl.SSLError) and not isinstance(c, ssl.SSLCertVerificationError)]
+        if tls:
+            return ConnectError(_tls_failed(url, str(tls[0].reason or tls[0])))
     return ConnectError(f"HTTP request to {url} failed: {type(exc).__name__}: {exc}")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The chain under an httpx error (httpx → httpcore → anyio's or the socket's errors), a few deep."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _tls_failed(url: str, reason: str) -> str:
+    """A TLS handshake that failed before any certificate check: most often a plain-HTTP server."""
+    return (
+        f"TLS handshake with {url} failed ({reason}); if the server speaks plain HTTP "
+        "(python -m openenv serve does), use an http:// URL"
+    )
 
 
 def connect_error(
@@ -123,6 +148,11 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         return ConnectError(f"connection refused by {url}; is the server running?")
     if isinstance(exc, ssl.SSLCertVerificationError):
         return ConnectError(tls_hint(url, exc))
+    if isinstance(exc, ssl.SSLError):
+        return ConnectError(_tls_failed(url, str(exc.reason or exc)))
+    if isinstance(exc, ConnectionResetError) and url.startswith("wss://"):
+        # asyncio's TLS handshake with a plain-HTTP server ends so: a bare reset, no SSL error
+        return ConnectError(_tls_failed(url, "the connection was reset"))
     if isinstance(exc, OSError):
         return ConnectError(f"could not connect to {url}: {exc.strerror or exc}")
     if isinstance(exc, ConnectionClosed):

@@ -33,6 +33,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: set on a connection by ws_abandon(): a transport that comes later is dropped at once
+_ABANDONED = "_openenv_abandoned"
+
 
 async def sleep(seconds: float) -> None:
     """Sleep without blocking the event loop."""
@@ -69,16 +72,46 @@ async def run_all(
         raise
 
 
+def _watched(options: dict[str, Any], on_connection: Callable[[WebSocket], Any] | None) -> dict[str, Any]:
+    """``options`` whose connection factory calls ``on_connection(ws)`` with each connection it makes."""
+    if on_connection is None:
+        return options
+    base = options.pop("create_connection", None) or WebSocket
+
+    def create(*args: Any, **kwargs: Any) -> WebSocket:
+        ws = base(*args, **kwargs)
+        made = ws.connection_made
+
+        def connection_made(transport: Any) -> None:
+            # asyncio makes the connection before its transport is there (the TCP connection is
+            # up; with TLS, the TLS handshake is still to come): a ws_abandon() that found no
+            # transport left a mark, and the transport is dropped as soon as it exists
+            made(transport)
+            if getattr(ws, _ABANDONED, False):
+                transport.abort()
+
+        ws.connection_made = connection_made  # type: ignore[method-assign]
+        on_connection(ws)
+        return ws
+
+    return {**options, "create_connection": create}
+
+
 if sys.version_info >= (3, 11):
 
-    def ws_connect(url: str, **options: Any) -> Any:
-        """A WebSocket connection to enter with ``enter_async_context``."""
-        return _connect(url, **options)
+    def ws_connect(url: str, on_connection: Callable[[WebSocket], Any] | None = None, **options: Any) -> Any:
+        """A WebSocket connection to enter with ``enter_async_context``.
+
+        ``on_connection(ws)`` is called with the connection as its TCP
+        connection comes up, before the handshake: ``ws_abandon(ws)`` then
+        ends the handshake at once.
+        """
+        return _connect(url, **_watched(options, on_connection))
 
 else:
 
     @contextlib.asynccontextmanager
-    async def ws_connect(url: str, **options: Any) -> Any:
+    async def ws_connect(url: str, on_connection: Callable[[WebSocket], Any] | None = None, **options: Any) -> Any:
         """A WebSocket connection to enter with ``enter_async_context``.
 
         On Python 3.10 a handshake that runs out of ``open_timeout`` raises
@@ -86,7 +119,7 @@ else:
         there: it is raised as the built-in one, as on 3.11+ and in the sync twin.
         """
         try:
-            ws = await _connect(url, **options)
+            ws = await _connect(url, **_watched(options, on_connection))
         except asyncio.TimeoutError as exc:
             raise TimeoutError(str(exc) or "timed out during opening handshake") from exc
         async with ws:
@@ -182,7 +215,12 @@ def ws_abandon(ws: WebSocket) -> None:
     thread, the abort is handed to that loop (which wakes up at once), so a
     call waiting there fails with ``ConnectionClosed`` right away.
     """
-    transport = ws.transport
+    # the mark first, the transport then (connection_made sets the transport, then reads the mark):
+    # whatever the order of the two threads, one of them drops it
+    setattr(ws, _ABANDONED, True)
+    transport = getattr(ws, "transport", None)
+    if transport is None:  # no transport yet: connection_made drops it when it comes (ws_connect's factory)
+        return
     loop: asyncio.AbstractEventLoop | None = getattr(ws, "loop", None)
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -202,7 +240,7 @@ def ws_abandon(ws: WebSocket) -> None:
     sock = getattr(transport, "_sock", None)
     if sock is not None:
         sock.close()
-        transport._sock = None  # type: ignore[attr-defined]
+        transport._sock = None
 
 
 def loop_token() -> object:

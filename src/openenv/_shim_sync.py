@@ -5,7 +5,6 @@ Same names and parameters as ``_shim_async``; nothing here imports asyncio.
 
 from __future__ import annotations
 
-import concurrent.futures
 import errno
 import select
 import socket
@@ -13,7 +12,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from websockets.protocol import CLOSED
 from websockets.sync.client import ClientConnection as WebSocket
@@ -56,8 +55,8 @@ def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -> list[T | BaseException]:
     """Run zero-argument functions at once; return each one's result, or the exception it raised, in order.
 
-    Each call runs in a thread of a short-lived pool whose threads have all
-    ended when this returns (a single call runs in the calling thread).  If
+    Each call runs in a thread of its own; every one of them has ended when
+    this returns (a single call runs in the calling thread).  If
     the caller is interrupted meanwhile (Ctrl-C), the calls not yet begun are
     dropped, ``on_interrupt()`` runs (it must make the running calls end, for
     example by stopping what they wait on), the threads are joined, and the
@@ -68,29 +67,79 @@ def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -
             return [calls[0]()]
         except Exception as exc:
             return [exc]
-    results: list[T | BaseException] = []
     if not calls:
-        return results
-    with concurrent.futures.ThreadPoolExecutor(len(calls), thread_name_prefix="openenv-run-all") as pool:
-        futures = [pool.submit(call) for call in calls]
-        try:
-            # in short slices: a pending Ctrl-C is handled between them even when no real signal wakes the wait
-            while concurrent.futures.wait(futures, timeout=0.1).not_done:
+        return []
+    runs: list[_Run[T]] = []
+    try:
+        # each thread is known before it starts: a Ctrl-C inside Thread.start() (it waits for the new
+        # thread to run, slow on a loaded machine) still finds it to join, where a ThreadPoolExecutor
+        # records its thread only after start() returns and so left one running past this call
+        for call in calls:
+            run = _Run(call)
+            runs.append(run)
+            run.thread.start()
+        for run in runs:  # in short slices: a pending Ctrl-C is handled between them
+            while not run.ended.wait(0.1):
                 pass
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            on_interrupt()
-            raise  # leaving the block joins the threads
-    for future in futures:
-        error = future.exception()
-        results.append(error if error is not None else future.result())
-    return results
+    except BaseException:
+        for run in runs:
+            run.cancelled = True  # a call not begun yet is dropped
+        on_interrupt()
+        for run in runs:
+            run.join()
+        raise
+    for run in runs:
+        run.join()
+    return [run.outcome for run in runs]
 
 
-def ws_connect(url: str, **options: Any) -> Any:
-    """A WebSocket connection to enter with ``enter_context`` (websockets' client with `_Connection`'s fixes)."""
-    options.setdefault("create_connection", _Connection)
+class _Run(Generic[T]):
+    """One call of ``run_all`` in a thread of its own."""
+
+    def __init__(self, call: Callable[[], T]) -> None:
+        self.call = call
+        self.cancelled = False
+        self.began, self.ended = threading.Event(), threading.Event()
+        self.outcome: T | BaseException = RuntimeError("not run")
+        self.thread = threading.Thread(target=self._main, name="openenv-run-all", daemon=True)
+
+    def _main(self) -> None:
+        self.began.set()
+        try:
+            if not self.cancelled:
+                self.outcome = self.call()
+        except BaseException as exc:
+            self.outcome = exc
+        finally:
+            self.ended.set()
+
+    def join(self) -> None:
+        """Wait for the call to end (uninterrupted: what it holds must not outlive ``run_all``)."""
+        # a start() that a Ctrl-C cut short may have started the thread or not: one that runs
+        # says so at once; one that never started never will (a short, bounded wait)
+        if self.began.wait(2.0):
+            self.ended.wait()
+            self.thread.join()
+
+
+def ws_connect(url: str, on_connection: Callable[[WebSocket], Any] | None = None, **options: Any) -> Any:
+    """A WebSocket connection to enter with ``enter_context`` (websockets' client with `_Connection`'s fixes).
+
+    ``on_connection(ws)`` is called with the connection once its TCP (and TLS)
+    connection is up, before the handshake: a ``ws_abandon(ws)`` from another
+    thread then ends the handshake at once.
+    """
+    base = options.pop("create_connection", _Connection)
+    if on_connection is None:
+        options["create_connection"] = base
+    else:
+
+        def create(*args: Any, **kwargs: Any) -> WebSocket:
+            ws: WebSocket = base(*args, **kwargs)
+            on_connection(ws)
+            return ws
+
+        options["create_connection"] = create
     return _connect(url, **options)
 
 
@@ -217,6 +266,8 @@ class _Connection(WebSocket):
       made the handshake fail on an internal ``assert`` of websockets (the
       reader thread had already set its close deadline): the handshake now
       raises what the answer means (``InvalidStatus`` with the ``503``).
+    * Ctrl-C (any ``BaseException`` that is no ``Exception``) during the
+      handshake closed nothing: the socket and its reader thread now end with it.
     * The reader thread's last write, after the handshake thread had closed
       the socket, was logged as an "unexpected internal error" (``Bad file
       descriptor``, ``Broken pipe``): with the connection already closed there
@@ -236,6 +287,12 @@ class _Connection(WebSocket):
             if refused is None:
                 raise
             raise refused from None
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # Ctrl-C mid-handshake: websockets' connect() closes the socket after an Exception only,
+                # so the socket and its reader thread would outlive the call (and close())
+                self.close_socket()
+            raise
 
     def send_data(self) -> None:
         try:

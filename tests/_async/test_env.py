@@ -94,6 +94,18 @@ async def test_typed_codec_validates_before_sending(echo_server: Any) -> None:
         assert (await env.state()).step_count == 1
 
 
+async def test_an_action_that_is_no_unicode_is_refused_and_the_episode_kept(echo_server: Any) -> None:
+    """A lone surrogate would pass JSON encoding and break websockets' UTF-8 send, dropping the episode."""
+    async with Env(echo_server.url) as env:
+        await env.reset()
+        assert (await env.step({"message": "one"})).observation["echoed_message"] == "one"
+        with pytest.raises(InvalidAction, match="a lone surrogate"):
+            await env.step({"message": "bad \udcff bytes"})
+        result = await env.step({"message": "still here ✓"})
+        assert result.observation["echoed_message"] == "still here ✓"
+        assert (await env.state())["step_count"] == 2
+
+
 class PortedEchoEnv(Env[EchoAction, EchoObservation, State]):
     """A typed client ported from OpenEnv: only its hooks, no codec."""
 
@@ -475,3 +487,43 @@ async def test_new_session_is_a_fresh_instance_not_a_copy(counter_server: Any) -
         assert child.codec is env.codec
         await child.reset(start=3)
         assert (await child.state())["total"] == 3
+
+
+async def test_a_dropped_client_frees_its_server_session(server_factory: Any, caplog: Any) -> None:
+    """An ``Env`` garbage-collected while connected (a notebook cell run again) gives its session back.
+
+    Without it, the socket's own reader (a thread, or the event loop's task) keeps the connection, and
+    a one-session server's only slot, until the program exits.
+    """
+    import gc
+    import logging
+    import time
+
+    server = server_factory(CounterEnv, max_sessions=1)
+    caplog.set_level(logging.WARNING, logger="openenv")
+    for _ in range(2):  # as a cell run twice: the second client needs the first one's slot
+        env = Env(server.url)
+        assert (await env.step({"delta": 1})).observation["count"] == 1
+        del env
+        gc.collect()
+        end = time.monotonic() + 10
+        while server.active_sessions:
+            assert time.monotonic() < end, "the dropped client's session was never freed"
+            await sleep(0.02)
+    # only this test's clients: the collections may also finalize garbage that earlier tests left
+    ours = [r.getMessage() for r in caplog.records if r.name == "openenv" and server.url in r.getMessage()]
+    dropped = [m for m in ours if "garbage-collected without close()" in m]
+    assert (
+        dropped
+        == [
+            f"an Env connected to {server.url} was garbage-collected without close(): its server session is "
+            "dropped; close it (env.close(), or use it in a with block) to end the session cleanly"
+        ]
+        * 2
+    )
+    caplog.clear()
+    async with Env(server.url) as env:  # a closed client says nothing
+        await env.reset()
+    del env
+    gc.collect()
+    assert not [r for r in caplog.records if r.name == "openenv" and server.url in r.getMessage()]

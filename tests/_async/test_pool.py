@@ -16,6 +16,7 @@ from openenv.aio import (
     BootstrapError,
     CapacityReached,
     Completed,
+    ConnectTimeout,
     Env,
     EnvClosed,
     EnvPool,
@@ -60,6 +61,8 @@ async def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any
         )
         with pytest.raises(ValueError, match="one per session"):
             await pool.step([{"delta": 1}])
+        with pytest.raises(TypeError, match=r"^actions must be a list with one action per session \(4\), not a dict"):
+            await pool.step({"delta": 1})  # type: ignore[arg-type]
         with pytest.raises(IndexError):
             await pool.step([{"delta": 1}], ids=[4])
     await _until(lambda: server.active_sessions == 0)
@@ -201,6 +204,29 @@ async def test_a_dead_server_fails_only_its_session(server_factory: Any) -> None
             await pool.step([{"delta": 1}, {"delta": 1}])
         assert isinstance(info.value.errors[1], SessionLost)
         assert info.value.results[0] is not None and info.value.results[0].observation["count"] == 1
+
+
+async def test_a_step_on_sessions_lost_mid_episode_says_so_and_opens_nothing(server_factory: Any) -> None:
+    """Sessions whose episode was lost (here, in a checkout) get ``SessionLost`` on the pool's next step.
+
+    Two or more of them once went to the concurrent open of cold sessions, which reconnected them
+    and stepped fresh server sessions that had no episode: the loss went unnoticed.
+    """
+    server = server_factory(max_sessions=4)
+    async with EnvPool(server.url, size=2, message_timeout=0.5) as pool:
+        await pool.reset()
+        async with pool.checkout() as first, pool.checkout() as second:
+            for env in (first, second):
+                with pytest.raises(MessageTimeout):
+                    await env.step({"delta": 1, "sleep": 2.0})
+        with pytest.raises(PoolError) as info:
+            await pool.step([{"delta": 1}, {"delta": 1}])
+        assert sorted(info.value.errors) == [0, 1]
+        assert all(isinstance(e, SessionLost) for e in info.value.errors.values()), info.value.errors
+        # nothing was reopened for the step (the lost sessions end once their sleeping steps do)
+        await _until(lambda: server.active_sessions == 0)
+        results = await pool.reset()  # a reset reopens them, together
+        assert [r.observation["count"] for r in results] == [0, 0]
 
 
 async def test_replace_by_hand_and_automatically(counter_server: Any) -> None:
@@ -587,6 +613,11 @@ async def test_from_env_with_a_url_opens_sessions_on_that_server(counter_server:
         await EnvPool.from_env(counter_server.url, size=0)
 
 
+# 512 handshakes at once: run alone on the machine.  Beside three other suites on two cores the
+# server's own handshake_timeout (10 s) closed the upgrades it had not read yet (the 3.10-default leg
+# of two CI runs: 128 of 512 "did not receive a valid HTTP response"), which is the overload behaviour
+# it is meant to have, not what this test is about
+@pytest.mark.serial
 async def test_a_pool_of_512_opens_and_steps_against_a_default_serve_echo() -> None:
     """``EnvPool(size=512)`` against ``python -m openenv serve echo --max-sessions 512`` and no other limit flag.
 
@@ -596,9 +627,101 @@ async def test_a_pool_of_512_opens_and_steps_against_a_default_serve_echo() -> N
 
     server = ServerProcess("echo", 512).start()
     try:
-        async with EnvPool(server.url, size=512) as pool:
+        # 512 handshakes start together, each timed from that start: on a loaded 2-core machine the
+        # last of them took over the default 10 s (a CI leg saw every one time out at once)
+        async with EnvPool(server.url, size=512, connect_timeout=120) as pool:
             assert len(await pool.reset()) == 512
             results = await pool.step([{"message": f"m{i}"} for i in range(512)])
             assert [r.observation["echoed_message"] for r in results] == [f"m{i}" for i in range(512)]
     finally:
         server.stop()
+
+
+async def test_a_fresh_pools_first_reset_opens_its_sessions_concurrently() -> None:
+    """Without ``connect()``, the first ``reset`` opens the sessions together, not one handshake after another.
+
+    A listener that accepts and never answers: every handshake of the pool must be under way (accepted)
+    before the first of them gives up at ``connect_timeout`` (the client closing its socket).
+    """
+    import select
+    import socket
+    import threading
+
+    events: list[tuple[str, int]] = []
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+
+    def serve() -> None:
+        conns: dict[socket.socket, int] = {}  # the open ones
+        accepted = 0
+        while not stop.is_set():
+            readable, _, _ = select.select([listener, *conns], [], [], 0.05)
+            for sock in readable:
+                if sock is listener:
+                    while True:  # every connection waiting, before any close is looked at
+                        try:
+                            conn, _ = listener.accept()
+                        except BlockingIOError:
+                            break
+                        conns[conn] = accepted
+                        events.append(("open", accepted))
+                        accepted += 1
+                elif not sock.recv(65536):  # the client gave up: its socket closed
+                    events.append(("closed", conns.pop(sock)))
+                    sock.close()
+        for sock in conns:
+            sock.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        pool: EnvPool[Any, Any, Any] = EnvPool(
+            f"http://127.0.0.1:{listener.getsockname()[1]}", size=4, connect_timeout=5
+        )
+        with pytest.raises(PoolError) as info:
+            await pool.reset()
+        assert sorted(info.value.errors) == [0, 1, 2, 3]
+        assert all(isinstance(e, ConnectTimeout) for e in info.value.errors.values())
+        await pool.close()
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    first_close = next(k for k, (what, _) in enumerate(events) if what == "closed")
+    assert [what for what, _ in events[:first_close]] == ["open"] * 4, events
+
+
+async def test_close_from_another_thread_mid_step_raises_env_closed(server_factory: Any) -> None:
+    """The step in flight ends with ``EnvClosed`` (the pool is closed), not a ``PoolError`` naming one session."""
+    from ..envs import CounterEnv
+    from ..helpers_async import close_from_another_thread
+
+    server = server_factory(CounterEnv, max_sessions=4)
+    pool: EnvPool[Any, Any, Any] = EnvPool(server.url, size=4)
+    await pool.reset()
+    closer = close_from_another_thread(pool.close, delay=0.3)
+    with pytest.raises(EnvClosed, match="this EnvPool is closed"):
+        await pool.step([{"delta": 1, "sleep": 3}] * 4)
+    assert not closer.finish()
+    with pytest.raises(EnvClosed):
+        await pool.step([{"delta": 1}] * 4)
+
+
+async def test_close_from_another_thread_ends_a_reset_waiting_for_capacity(server_factory: Any) -> None:
+    """``close()`` during the capacity wait of a first ``reset``: ``EnvClosed``, not a ``PoolError`` of retries."""
+    from ..envs import CounterEnv
+    from ..helpers_async import close_from_another_thread
+
+    server = server_factory(CounterEnv, max_sessions=1)
+    holder = Env(server.url)
+    await holder.reset()  # the one slot is taken for the whole test
+    try:
+        pool: EnvPool[Any, Any, Any] = EnvPool(server.url, size=1, capacity_timeout=30)
+        closer = close_from_another_thread(pool.close, delay=0.5)
+        with pytest.raises(EnvClosed, match="this EnvPool is closed"):
+            await pool.reset()
+        assert not closer.finish()
+        assert server.active_sessions == 1  # the holder's: nothing of the pool's is left
+    finally:
+        await holder.close()

@@ -15,6 +15,7 @@ import pytest
 from openenv.sync import (
     ConnectError,
     Env,
+    EnvClosed,
     EnvPool,
     InvalidHeader,
     InvalidOption,
@@ -170,6 +171,45 @@ def test_ready_timeout_is_checked(counter_server: Any) -> None:
         assert (env.reset(start=3)).observation["count"] == 3
 
 
+def test_close_from_another_thread_ends_a_handshake_under_way() -> None:
+    """A server that accepts and never answers the upgrade: ``close()`` ends the wait, not ``connect_timeout``."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        env = Env(f"http://127.0.0.1:{silent.getsockname()[1]}", connect_timeout=60)
+        closer = close_from_another_thread(env.close, delay=0.5)
+        with pytest.raises(EnvClosed):  # before: ConnectTimeout, after the whole minute
+            env.connect()
+        assert not closer.finish()
+
+
+def test_a_misspelt_option_is_refused_before_any_server_starts(counter_server: Any) -> None:
+    from openenv.sync import environment_factory
+
+    provider = RunningServer(counter_server.url)
+    bad: dict[str, Any] = {"mesage_timeout": 3}  # misspelt (a static type checker would say so too)
+    calls: list[tuple[str, Any]] = [
+        ("Env.from_provider", lambda: Env.from_provider(provider, **bad)),
+        ("Env.from_env", lambda: Env.from_env("./no-such-checkout", **bad)),
+        ("Env.from_docker_image", lambda: Env.from_docker_image("no-such-image:latest", **bad)),
+        ("EnvPool.from_provider", lambda: EnvPool.from_provider(lambda i: provider, size=2, **bad)),
+        ("EnvPool.from_env", lambda: EnvPool.from_env("./no-such-checkout", size=2, **bad)),
+        ("EnvPool.from_docker_image", lambda: EnvPool.from_docker_image("no-such:latest", size=2, **bad)),
+        ("environment_factory", lambda: environment_factory(provider, **bad)),
+    ]
+    for where, call in calls:
+        with pytest.raises(TypeError) as info:
+            call()
+        assert str(info.value) == (
+            f"{where}() got an unexpected keyword argument 'mesage_timeout' (did you mean 'message_timeout'?)"
+        )
+    with pytest.raises(TypeError, match=r"^EnvPool\(\) got an unexpected keyword argument 'mesage_timeout'"):
+        EnvPool(counter_server.url, size=2, **bad)
+    with pytest.raises(InvalidOption, match="mode must be 'simulation' or 'production', not 'prod'"):
+        Env.from_provider(provider, mode="prod")
+    assert provider.started == 0  # each was refused before anything was started
+
+
 # -- 5. every ProtocolError closes the connection -------------------------------------------------
 
 
@@ -313,6 +353,26 @@ def test_verify_reaches_the_health_checks_without_changing_the_users_provider(
     own = OwnCheck(tls_server.url)
     with Env.from_provider(own, verify=tls_files.ca) as env:
         assert own.checked and (env.reset(start=3)).observation["count"] == 3
+
+
+def test_https_to_a_plain_server_and_a_refused_schema_fetch_say_what_to_do(
+    counter_server: Any, free_port: int
+) -> None:
+    from openenv._sync.http import get_json
+    from openenv._core.options import ClientOptions
+
+    plain = counter_server.url.replace("http://", "https://", 1)  # a plain-HTTP server, asked for TLS
+    with pytest.raises(ConnectError) as info:
+        Env(plain).connect()
+    assert str(info.value).startswith(f"TLS handshake with {plain.replace('https', 'wss', 1)}/ws failed (")
+    assert str(info.value).endswith(
+        "if the server speaks plain HTTP (python -m openenv serve does), use an http:// URL"
+    )
+    with pytest.raises(ConnectError, match=r"^TLS handshake with https://.*/schema failed .* use an http:// URL$"):
+        Env.from_schema(plain)
+    with pytest.raises(ConnectError) as info:
+        get_json(f"http://127.0.0.1:{free_port}", "/schema", ClientOptions())
+    assert str(info.value) == f"connection refused by http://127.0.0.1:{free_port}/schema; is the server running?"
 
 
 def test_ssl_cert_file_serves_the_websocket_and_the_http_calls(

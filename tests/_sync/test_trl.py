@@ -344,3 +344,59 @@ def test_render_option(echo_server: Any) -> None:
         assert not hasattr(cls, "get_reward")
     finally:
         cls.close()
+
+
+class _ResetScores(CounterEnv):
+    """A counter whose reset reports a reward of its own (0.5)."""
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> Any:
+        observation = super().reset(seed, episode_id, start)
+        observation.reward = 0.5
+        return observation
+
+
+@pytest.mark.parametrize("reward", ["sum", "last"])
+def test_the_reward_of_reset_is_not_counted(reward: Literal["sum", "last"]) -> None:
+    """``env.reward`` is ``0.0`` after ``reset`` and then the steps' rewards only, as the TRL guide says."""
+    with EnvServer(_ResetScores, host="127.0.0.1", port=0, max_sessions=2) as server:
+        cls = environment_factory(server.url, reward=reward)
+        try:
+            env = cls()
+            env.reset()
+            assert env.reward == 0.0
+            env.step(delta=2)
+            assert env.reward == 2.0  # the step's reward (its delta), without reset's 0.5
+        finally:
+            cls.close()
+
+
+def test_a_full_server_url_is_waited_for_while_its_tools_are_read() -> None:
+    """The class is built while another client holds a one-session server's slot: it waits, as reset does."""
+    from openenv.sync import Env
+
+    from ..helpers_sync import close_from_another_thread
+
+    with EnvServer(CounterEnv, host="127.0.0.1", port=0, max_sessions=1) as server:
+        holder = Env(server.url)
+        holder.reset()
+        closer = close_from_another_thread(holder.close, delay=0.5)  # the slot comes free in 0.5 s
+        cls = environment_factory(server.url, capacity_timeout=30)
+        assert not closer.finish()
+        try:
+            env = cls()
+            env.reset()
+            env.step(delta=3)
+            assert env.reward == 3.0
+        finally:
+            cls.close()
+        for _ in range(500):  # the server frees the class's session a moment after its close
+            if not server.active_sessions:
+                break
+            sleep(0.02)
+        holder = Env(server.url)
+        holder.reset()
+        try:
+            with pytest.raises(CapacityReached, match=r"still full after 0.3 s of waiting to read the environment's"):
+                environment_factory(server.url, capacity_timeout=0.3)
+        finally:
+            holder.close()

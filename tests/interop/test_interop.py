@@ -11,6 +11,7 @@ Version differences are asserted explicitly, never papered over.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -230,3 +231,31 @@ def test_released_mcp_client_against_our_server(
     assert "bad" in theirs_fail and "bad" in ours_fail, (theirs_fail, ours_fail)
     assert theirs_fail.split(":", 1)[0] == ours_fail.split(":", 1)[0], (theirs_fail, ours_fail)
     record(client, server, "tool error")
+
+
+@server_group("cli-capacity")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_command_line_waits_for_a_released_one_session_server(
+    servers: Servers, capsys: pytest.CaptureFixture[str], version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A released server at ``MAX_CONCURRENT_ENVS=1`` accepts the connection, then refuses the first call:
+    ``openenv run`` retries that call on the same client until the holder's session is freed."""
+    from openenv._cli import main
+
+    from ..test_cli import release_when_the_wait_starts
+
+    url = servers.released(version, "counter_app", capacity=1)
+    holder = openenv.sync.Env(url)
+    holder.reset()
+    try:
+        with release_when_the_wait_starts(monkeypatch, holder.close):  # not a fixed delay: load varies
+            code = main(["run", url, "--action", '{"delta": 2}', "--json"])
+    finally:
+        holder.close()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "the server is at capacity (" in captured.err and "--capacity-timeout" in captured.err
+    records = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["type"] for r in records] == ["reset", "step"]
+    assert records[1]["observation"]["count"] == 2
+    record("openenv run", f"openenv {version}", "capacity wait", "ok", "refused on the first call, retried")

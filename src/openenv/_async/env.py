@@ -21,6 +21,7 @@ from .._core.options import (
     ClientOptions,
     EnvOptions,
     VerifyTypes,
+    check_options,
     check_timeout,
 )
 from .._core.session import RequestKind, Session
@@ -216,6 +217,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         if self._session.closed:
             return
         self._session.closed = True
+        self._drop_handshake()
         children, self._children = self._children, []
         try:
             for child in children:
@@ -304,7 +306,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             InvalidOption: an option or ``ready_timeout`` is out of range.
         """
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
-        ClientOptions.of(options)  # refuse bad options before starting anything
+        check_options(options, f"{cls.__name__}.from_provider")  # refuse bad options before starting anything
         try:
             (base_url,) = await start_providers([provider], ready_timeout, verify=options.get("verify"))
             resolved = await schema_codec(codec, base_url, options)
@@ -354,6 +356,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ContainerExited: the container stopped before it became ready (with its logs).
             ReadinessTimeout: the server did not become healthy within ``ready_timeout``.
         """
+        check_options(options, f"{cls.__name__}.from_docker_image")  # before the container starts
         provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
@@ -449,6 +452,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 a directory that does not exist.
             ProviderError: the server or container could not be started.
         """
+        check_options(options, f"{cls.__name__}.from_env")  # before any server starts
         if provider is None:
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
             if where.kind == "url":

@@ -18,16 +18,18 @@ from .._blocking.retry import Deadline
 from .._core.errors import EnvClosed, OpenEnvError
 from .._core.pool import Completed, Job, JobKind, PoolCore
 from .._core.result import StepResult
-from .._shim_async import ws_wait_any
+from .._shim_async import run_all, ws_wait_any
 from . import connection
 from .connection import Request, Ticket
 from .env import Env
+from .pool_servers import quietly
 
 
 class PoolFlight:
     """Sending and reading for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
 
     _envs: list[Env[Any, Any, Any]]
+    _urls: list[str]
     _core: PoolCore
     #: the requests in flight, by session index (their jobs and send times are the core's)
     _tickets: dict[int, Ticket]
@@ -35,6 +37,9 @@ class PoolFlight:
     _calls: dict[int, Request]
     #: the completions of ``step_async`` requests not returned by ``recv`` yet
     _ready: list[Completed[Any]]
+
+    def _new_env(self, url: str) -> Env[Any, Any, Any]:
+        raise NotImplementedError  # EnvPool's
 
     async def _collect(self, min_results: int, deadline: Deadline) -> list[Completed[Any]]:
         """``recv``'s reading: completions until ``min_results`` are in, nothing is outstanding, or ``deadline``.
@@ -104,6 +109,7 @@ class PoolFlight:
             jobs = self._core.sendable()
             if not jobs:
                 return failed
+            jobs = await self._open_cold(jobs, calls, errors, failed)
             for k, job in enumerate(jobs):
                 request = calls.pop(job.index)
                 try:
@@ -119,6 +125,55 @@ class PoolFlight:
                     raise
                 self._tickets[job.index] = ticket
                 self._core.sent(job, time.monotonic())
+
+    async def _open_cold(
+        self,
+        jobs: list[Job],
+        calls: dict[int, Request],
+        errors: dict[int, OpenEnvError],
+        failed: list[Completed[Any]],
+    ) -> list[Job]:
+        """Open the not yet connected sessions of ``jobs`` concurrently; return the jobs left to send.
+
+        A pool's first ``reset`` without ``connect()`` (or after sessions were
+        lost) would otherwise open them one after another in ``send``: N
+        handshakes in a row, N × ``connect_timeout`` against a silent server.
+        A session that cannot be opened settles with its error, as a failed send does.
+        """
+        # a session lost mid-episode is not reopened for a step: send() says SessionLost for it, as Env does
+        cold = [job for job in jobs if connection.opens(self._envs[job.index], calls[job.index])]
+        if len(cold) < 2:
+            return jobs
+        envs = [self._envs[job.index] for job in cold]
+
+        async def interrupted() -> None:  # as connect() does: the waits end, fresh clients take the places
+            for job in cold:
+                self._envs[job.index] = self._new_env(self._urls[job.index])
+            for env in envs:
+                await quietly(env.close)
+
+        try:
+            outcomes = await run_all([env.connect for env in envs], interrupted)
+        except BaseException:
+            for job in jobs:  # interrupted: nothing is in flight for any of them (the old clients are closed)
+                calls.pop(job.index, None)
+                self._core.settled(job, None, None)
+            raise
+        refused = {job.index: out for job, out in zip(cold, outcomes, strict=True) if isinstance(out, BaseException)}
+        unexpected = [exc for exc in refused.values() if not isinstance(exc, OpenEnvError)]
+        if unexpected:
+            for job in jobs:  # nothing is in flight for any of them
+                calls.pop(job.index, None)
+                self._core.settled(job, None, None)
+            raise unexpected[0]
+        for job in cold:
+            exc = refused.get(job.index)
+            if isinstance(exc, OpenEnvError):
+                calls.pop(job.index, None)
+                self._core.settled(job, None, exc)
+                errors[job.index] = exc
+                failed.append(Completed(job.index, None, exc))
+        return [job for job in jobs if job.index not in refused]
 
     async def _wait_ready(self, wait: float | None) -> list[int]:
         """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
@@ -154,10 +209,17 @@ class PoolFlight:
 
     def _abandon_all(self) -> None:
         """Interrupted between sending and reading (or closing): every session with a reply pending is lost."""
-        for index, ticket in list(self._tickets.items()):
+        for index in list(self._tickets):
+            # close() from another thread may race the call that is reading these replies: take each once
+            ticket = self._tickets.pop(index, None)
+            if ticket is None:
+                continue
             connection.abandon(self._envs[index], ticket)
-            self._core.settled(self._core.job(index), None, EnvClosed("interrupted while its reply was pending"))
-        self._tickets.clear()
+            try:
+                job = self._core.job(index)
+            except KeyError:  # settled meanwhile by that call
+                continue
+            self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
         for job in self._core.unqueue():
             self._calls.pop(job.index, None)
 

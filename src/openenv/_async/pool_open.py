@@ -53,8 +53,12 @@ class PoolOpening:
     _opened: bool
     #: the lock of the sessions' books (``checkout()`` may run on any thread)
     _lock: threading.Lock
+    _closed: bool
 
     def _new_env(self, url: str) -> Env[Any, Any, Any]:
+        raise NotImplementedError  # EnvPool's
+
+    def _check_open(self) -> None:
         raise NotImplementedError  # EnvPool's
 
     def _forget(self, indices: Sequence[int]) -> None:
@@ -288,6 +292,7 @@ class PoolOpening:
         while (delay := plan.next_try()) is not None:
             if delay:
                 await sleep(delay)
+            self._check_open()  # never a new session (or server) for a pool closed meanwhile
             try:
                 result = await self._renew(index, plan.own_server)
             except OpenEnvError as exc:
@@ -311,7 +316,14 @@ class PoolOpening:
             self._providers[index], self._urls[index] = provider, url
             self._envs[index] = self._new_env(url)
         env = self._envs[index]
-        result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+        try:
+            result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+        finally:
+            if self._closed:  # close() ran meanwhile, after closing what was there: close what this try opened
+                await quietly(env.close)
+                if own_server and provider is not None:
+                    await quietly(provider.stop)
+        self._check_open()
         return result
 
 

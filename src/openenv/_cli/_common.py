@@ -8,10 +8,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 _OBS_LIMIT = 160
+#: ``--capacity-timeout``'s default: long enough for a one-session server to free the slot of the
+#: command run just before, short enough that a slot held by somebody else is reported soon.
+_CAPACITY_TIMEOUT = 10.0
+T = TypeVar("T")
 
 
 class _UsageError(Exception):
@@ -138,12 +142,65 @@ def _server_command(args: argparse.Namespace) -> list[str] | None:
     return command
 
 
+class _CapacityWait:
+    """Retries what a server at capacity refused, for ``--capacity-timeout`` seconds in all.
+
+    A server that serves one session at a time (OpenEnv's default,
+    ``MAX_CONCURRENT_ENVS=1``) frees a client's slot just after that client
+    closes, so a second command started right after the first one can be
+    refused ``CAPACITY_REACHED``; another client may also hold the slot for a
+    while. ``wait(call)`` returns ``call()``, retrying it with backoff while it
+    raises `CapacityReached` (our server refuses the handshake; OpenEnv's
+    servers accept, then refuse the first call, and the same client reconnects
+    on the retry). One budget for the whole command, started at the first
+    refusal; one line on stderr says the command is waiting.
+    """
+
+    def __init__(self, args: argparse.Namespace, out: _Out) -> None:
+        self.timeout: float = getattr(args, "capacity_timeout", 0.0)
+        self.out = out
+        self._deadline: Any = None
+
+    def __call__(self, call: Callable[[], T]) -> T:
+        from openenv._blocking.retry import Deadline, backoff
+        from openenv._core.errors import CapacityReached
+
+        delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=0.5)
+        while True:
+            try:
+                return call()
+            except CapacityReached as exc:
+                if self._deadline is None:
+                    self._deadline = Deadline(self.timeout)
+                    if self.timeout > 0:
+                        self.out.note(
+                            f"the server is at capacity ({exc.message.rstrip('.')}): waiting up to "
+                            f"{self.timeout:g} s for a session to come free (--capacity-timeout)"
+                        )
+                if self._deadline.expired:
+                    if self.timeout <= 0:
+                        raise
+                    raise CapacityReached(
+                        f"{exc.message.rstrip('.')}; still full after {self.timeout:g} s of waiting "
+                        "(--capacity-timeout)",
+                        exc.code,
+                        exc.details,
+                    ) from None
+                time.sleep(self._deadline.cap(next(delays)))
+
+
 @contextlib.contextmanager
-def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
+def _session(
+    args: argparse.Namespace, out: _Out, wait: _CapacityWait | None = None, *, connect: bool = True
+) -> Iterator[Any]:
     """A connected blocking client for ``args.target`` (an in-process echo server when it is ``None``).
 
     Every target goes through ``Env.from_env``, so the command line reads it by
-    the rules every constructor uses (`openenv._core.targets`).
+    the rules every constructor uses (`openenv._core.targets`). For a server
+    URL, ``wait`` retries a connection refused at capacity (a started server
+    is this command's own: nothing else can fill it), and ``connect=False``
+    gives a client that opens no session (for what reads only HTTP, such as
+    ``GET /schema``).
     """
     from openenv.sync import Env
 
@@ -168,6 +225,17 @@ def _session(args: argparse.Namespace, out: _Out) -> Iterator[Any]:
                 install=args.install,
                 command=_server_command(args),
             )
+        elif where is not None and where.kind == "url" and not connect:
+            from openenv._blocking.sources import hosted_headers
+
+            env = Env(where.target, headers=hosted_headers(where.target, None))
+            try:  # never connected: what reads only HTTP needs no session (nor a free slot)
+                yield env
+            finally:
+                env.close()
+            return
+        elif where is not None and where.kind == "url" and wait is not None:
+            env = wait(lambda: Env.from_env(target, ready_timeout=args.ready_timeout))
         else:
             env = Env.from_env(target, ready_timeout=args.ready_timeout)
         with env:
@@ -188,8 +256,17 @@ def _status(exc: BaseException) -> int:
 
 def _hint(exc: BaseException, args: argparse.Namespace) -> str | None:
     """A command-line remedy for an error whose message names Python options."""
-    from openenv._core.errors import CheckoutNotRunnable
+    from openenv._core.cli import plural
+    from openenv._core.errors import CapacityReached, CheckoutNotRunnable
 
+    if isinstance(exc, CapacityReached):
+        most = exc.max_sessions
+        held = f"serves {plural(most, 'session')} at a time" if most is not None else "is full"
+        return (
+            f"hint: the server {held}, all taken by other clients: wait for one to finish "
+            f"(--capacity-timeout SECONDS waits longer; now {getattr(args, 'capacity_timeout', 0.0):g}), "
+            "or start the server with more sessions (MAX_CONCURRENT_ENVS=N, or serve --max-sessions N)"
+        )
     if isinstance(exc, CheckoutNotRunnable):
         return (
             f"hint: on the command line, --install creates the checkout's .venv and installs it there "
@@ -231,6 +308,14 @@ def _positive_or_zero(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535 (``--port``), with a readable error."""
+    value = _positive_or_zero(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0 to 65535 (0: any free port), not {value}")
     return value
 
 
@@ -285,4 +370,12 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
         default=60.0,
         metavar="SECONDS",
         help="how long a started server may take to become healthy (default: 60)",
+    )
+    parser.add_argument(
+        "--capacity-timeout",
+        type=_seconds,
+        default=_CAPACITY_TIMEOUT,
+        metavar="SECONDS",
+        help="how long to wait for a session while a server URL is at capacity (CAPACITY_REACHED: another "
+        f"client holds its sessions, or is just closing one); 0 fails at once (default: {_CAPACITY_TIMEOUT:g})",
     )

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._common import _add_target, _fetch_schema, _hint, _Out, _prog, _session, _status, _target_words
+from ._common import _add_target, _CapacityWait, _fetch_schema, _hint, _Out, _prog, _session, _status, _target_words
 
 T = TypeVar("T")
 
@@ -41,13 +41,19 @@ def _print_fields(schema: dict[str, Any], indent: str) -> None:
         print(line)
 
 
-def _read(args: argparse.Namespace, out: _Out, read: Callable[[Any], T]) -> tuple[T | None, int | None]:
-    """``read(env)`` on a session to the command's target: ``(value, None)``, or ``(None, exit status)`` once said."""
+def _read(
+    args: argparse.Namespace, out: _Out, read: Callable[[Any], T], *, connect: bool = True
+) -> tuple[T | None, int | None]:
+    """``read(env)`` on a client of the command's target: ``(value, None)``, or ``(None, exit status)`` once said.
+
+    ``connect=False``: for a server URL, a client that opens no session (``read`` uses HTTP only).
+    """
     from openenv._core.errors import OpenEnvError
 
+    wait = _CapacityWait(args, out)
     try:
-        with _session(args, out) as env:
-            return read(env), None
+        with _session(args, out, wait, connect=connect) as env:
+            return wait(lambda: read(env)), None
     except (OpenEnvError, OSError) as exc:
         out.error(exc)
         hint = _hint(exc, args)
@@ -62,7 +68,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from openenv._core.defaults import NoDefault, default_value
 
     out = _Out(args.json)
-    schema, code = _read(args, out, _fetch_schema)
+    schema, code = _read(args, out, _fetch_schema, connect=False)
     if schema is None:
         return code or 1
     if args.json:

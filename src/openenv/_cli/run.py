@@ -11,6 +11,7 @@ from typing import Any
 
 from ._common import (
     _add_target,
+    _CapacityWait,
     _fetch_schema,
     _hint,
     _integer,
@@ -231,14 +232,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     where = ""
+    wait = _CapacityWait(args, out)
     try:
-        with _session(args, out) as env:
+        with _session(args, out, wait) as env:
             default: Callable[[int], dict[str, Any]] | None = None
             wants_default = any(op[0] == "action" and op[1] is None for op in ops)
             try:
                 if args.target is not None and (wants_default or any(op[0] == "tool" for op in ops)):
                     where = "list tools: "
-                    tools = _tools_of(env)
+                    tools = wait(lambda: _tools_of(env))
                     where = ""
                     _check_tools(tools, ops, args)
                     if wants_default and tools:
@@ -251,7 +253,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 return 2
             step_count = sum(1 for op in ops if op[0] == "action")
             where = "reset: "
-            result = env.reset(**reset_kwargs)
+            result = wait(lambda: env.reset(**reset_kwargs))
             out.record(
                 {
                     "type": "reset",

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._core.loader import ECHO, load_factory
-from ._common import _integer, _positive_or_zero, _seconds, _UsageError
+from ._common import _integer, _port, _seconds, _UsageError
 
 #: The built-in demo environments allow 8 sessions unless told otherwise, like the OpenEnv servers
 #: whose ``server/app.py`` reads ``MAX_CONCURRENT_ENVS`` (defaults 4 or 8); any other environment
@@ -26,6 +26,8 @@ def _default_max_sessions(spec: str) -> int:
         value = int(raw)
     except ValueError:
         raise _UsageError(f"MAX_CONCURRENT_ENVS must be an integer, not {raw!r}") from None
+    if value < 1:
+        raise _UsageError(f"MAX_CONCURRENT_ENVS must be at least 1 (sessions at a time), not {value}")
     return value
 
 
@@ -114,7 +116,7 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
     )
     p_serve.add_argument("factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'")
     p_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
-    p_serve.add_argument("--port", type=_positive_or_zero, default=8000, help="TCP port, 0 for any (default: 8000)")
+    p_serve.add_argument("--port", type=_port, default=8000, help="TCP port, 0 for any (default: 8000)")
     p_serve.add_argument(
         "--max-sessions",
         type=_integer,

@@ -374,7 +374,7 @@ def encode_action(part: Models | None, action: Any, dump_options: Mapping[str, A
 
     if isinstance(action, BaseModel):
         if part is not None and not part.owns(action):
-            raise InvalidActionType(f"expected a {part.name} action, got {type(action).__name__}")
+            raise InvalidActionType(f"expected an action of type {part.name}, got {type(action).__name__}")
         return action.model_dump(**dump_options)
     expected = f"a dict or a {part.name}" if part is not None else "a dict or a pydantic model"
     raise InvalidActionType(f"an action must be {expected}, not {type(action).__name__}")

@@ -42,9 +42,33 @@ _loads = json.loads
 
 def _encode(kind: str, data: Any) -> str:
     try:
-        return _dumps({"type": kind, "data": data})
+        text = _dumps({"type": kind, "data": data})
     except (TypeError, ValueError) as exc:
         raise TypeError(f"cannot send this {kind} payload as JSON: {exc}") from None
+    bad = _unencodable(text)
+    if bad is not None:
+        raise TypeError(f"cannot send this {kind} payload as JSON: {bad}")
+    return text
+
+
+def _unencodable(text: str) -> str | None:
+    """Why ``text`` cannot go out as a WebSocket text frame (UTF-8), or ``None``.
+
+    A lone surrogate (``"\\ud800"``, e.g. from a bad decode with
+    ``errors="surrogateescape"``) is a Python ``str`` but no Unicode text: the
+    JSON encoder passes it, and websockets' UTF-8 encode would fail inside its
+    send, dropping the connection and the episode.  ASCII frames (most) skip the check.
+    """
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"it holds {text[exc.start : exc.end]!r}, a lone surrogate: a Python str, but not valid Unicode "
+            "(frames are UTF-8 text)"
+        )
+    return None
 
 
 def encode_reset(kwargs: Mapping[str, Any]) -> str:
@@ -58,16 +82,21 @@ def encode_step(action: Mapping[str, Any]) -> str:
     Raises:
         InvalidActionType: ``action`` is not a dict, or holds a value JSON
             cannot carry (a ``set``, an arbitrary object, a non-string key).
-        InvalidAction: it holds ``NaN``/``Infinity`` or a circular reference.
+        InvalidAction: it holds ``NaN``/``Infinity``, a circular reference, or
+            a lone surrogate (a ``str`` that is not valid Unicode).
     """
     if type(action) is not dict and not isinstance(action, Mapping):
         raise InvalidActionType(f"an action payload must be a JSON object (dict), not {type(action).__name__}")
     try:
-        return _dumps_strict({"type": "step", "data": action})
+        text = _dumps_strict({"type": "step", "data": action})
     except TypeError as exc:
         raise InvalidActionType(f"the action cannot be sent as JSON: {exc}") from None
     except ValueError as exc:
         raise InvalidAction(f"the action cannot be sent as JSON: {exc} (NaN and Infinity are not JSON)") from None
+    bad = _unencodable(text)
+    if bad is not None:
+        raise InvalidAction(f"the action cannot be sent: {bad}")
+    return text
 
 
 def encode_mcp(request: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "check_timeout",
     "check_headers",
     "check_verify",
+    "check_options",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "DEFAULTS",
     "READY_TIMEOUT",
@@ -331,3 +332,31 @@ class EnvOptions(TypedDict, total=False):
     compression: bool | None
     verify: VerifyTypes
     mode: str | None
+
+
+def check_options(options: Mapping[str, Any], where: str) -> ClientOptions:
+    """The connection options among ``where``'s keyword arguments, refused before anything starts.
+
+    A constructor that starts a server or a container (``Env.from_env``,
+    ``EnvPool.from_docker_image``, ``environment_factory``, ...) passes its
+    ``**options`` on to ``Env(...)`` only once the server is up; this check
+    makes a misspelt name or a bad value fail at once instead, naming the
+    function the caller called.
+
+    Raises:
+        TypeError: a name that is not an option of ``Env(...)`` (with a "did you mean").
+        InvalidOption: a value out of range (``mode`` included).
+    """
+    import difflib
+
+    from .mcp import resolve_mode
+
+    known = EnvOptions.__annotations__
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+    if options.get("mode") is not None:
+        resolve_mode(options["mode"])
+    return ClientOptions.of(options)

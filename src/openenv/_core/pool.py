@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -269,8 +269,19 @@ class PoolCore:
         failed gets a ``FAILED`` job (nothing is sent).
 
         Raises:
+            TypeError: ``actions`` is one action (a dict or a model), or not a sequence.
             ValueError: ``len(actions)`` differs from the number of sessions.
         """
+        if (
+            isinstance(actions, (Mapping, str, bytes))
+            or hasattr(actions, "model_dump")
+            or not isinstance(actions, Iterable)
+        ):
+            shown = "a dict" if isinstance(actions, Mapping) else type(actions).__name__
+            raise TypeError(
+                f"actions must be a list with one action per session ({len(order)}), not {shown}: "
+                f"pool.step([action] * {len(order)}) sends the same action to every session"
+            )
         actions = list(actions)
         _check_len("actions", actions, len(order))
         jobs = []

@@ -14,6 +14,9 @@ or gives it up (``abandon``), without reaching into ``Env``.
 
 from __future__ import annotations
 
+import logging
+import sys
+import weakref
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from types import EllipsisType
@@ -31,9 +34,23 @@ from .._core.session import Attempt, RequestKind, Session
 from .._core.urls import Endpoints
 from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 
-__all__ = ["Request", "Ticket", "reset_request", "step_request", "send", "receive", "abandon"]
+__all__ = ["Request", "Ticket", "reset_request", "step_request", "opens", "send", "receive", "abandon"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("openenv")
+
+
+def _dropped(ws: WebSocket, url: str) -> None:
+    """An ``Env`` was garbage-collected while connected: free its server session (safe from any thread)."""
+    ws_abandon(ws)
+    if sys.is_finalizing():  # the program's end: every session ends with it, and that is no mistake
+        return
+    logger.warning(
+        "an Env connected to %s was garbage-collected without close(): its server session is dropped; "
+        "close it (env.close(), or use it in a with block) to end the session cleanly",
+        url,
+    )
 
 
 class Request(NamedTuple):
@@ -74,6 +91,12 @@ class _Connection:
     _asked: object
     _loop: object
     _session: Session
+    #: drops the socket if the ``Env`` is garbage-collected while connected (a dropped
+    #: client would otherwise hold its server session, and a one-session server's only
+    #: slot, until the program exits: the socket's own threads or tasks keep it alive)
+    _finalizer: weakref.finalize[Any, Any] | None = None
+    #: the connection whose handshake is under way, for ``close()`` to drop from another task or thread
+    _connecting: WebSocket | None = None
 
     def _connect(self) -> None:
         """Open the WebSocket unless one is open on this event loop (``Env.connect()``)."""
@@ -109,12 +132,19 @@ class _Connection:
         options = self._options
         url = self._session_ws_url()
         try:
-            ws = stack.enter_context(ws_connect(url, **connect_kwargs(options, self._endpoints)))
+            ws = stack.enter_context(
+                ws_connect(url, on_connection=self._handshaking, **connect_kwargs(options, self._endpoints))
+            )
         except Exception as exc:
+            self._check_open()  # close() dropped the handshake: EnvClosed, not the handshake's own error
             error = connect_error(exc, self._endpoints, options.connect_timeout, options.headers.values())
             # the library's own text may quote a header value: chain it only when it is clean
             raise error from (exc if options.scrub(str(exc)) == str(exc) else None)
+        finally:
+            self._connecting = None
         self._stack, self._ws, self._loop = stack, ws, loop_token()
+        self._finalizer = weakref.finalize(self, _dropped, ws, self._session.where)
+        self._finalizer.atexit = False  # at exit, the atexit cleanups and the process's end do it
         self._session.opened()
         if self._session.closed:  # close() ran while this connection was being opened
             self._shutdown(send_close=True)
@@ -125,6 +155,7 @@ class _Connection:
         """Close the current WebSocket, politely when ``send_close``; never raises."""
         stack, ws = self._stack, self._ws
         self._stack = self._ws = None
+        self._unwatch()
         self._session.disconnected()
         if stack is None or ws is None:
             return
@@ -151,8 +182,25 @@ class _Connection:
         self._session.lose(reason, had_episode=had_episode)
         ws = self._ws
         self._stack = self._ws = None
+        self._unwatch()
         if ws is not None:
             ws_abandon(ws)
+
+    def _handshaking(self, ws: WebSocket) -> None:
+        self._connecting = ws
+        if self._session.closed:  # close() came before the connection: it does not go on
+            ws_abandon(ws)
+
+    def _drop_handshake(self) -> None:
+        """``close()``'s part: a handshake under way on another task or thread ends at once (``EnvClosed`` there)."""
+        ws = self._connecting
+        if ws is not None:
+            ws_abandon(ws)
+
+    def _unwatch(self) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
 
     def _socket_for(self, kind: RequestKind) -> WebSocket:
         if self._ws is not None and self._loop is not loop_token():
@@ -295,6 +343,18 @@ def step_request(env: _Connection, action: Any) -> Request:
         InvalidAction: the codec refused the action.
     """
     return env._step_call(action)
+
+
+def opens(env: _Connection, request: Request) -> bool:
+    """Whether `send()` of ``request`` would open a new connection first.
+
+    A step of an episode whose connection was lost would not: `send()` raises
+    ``SessionLost`` for it (the episode on the server is gone), and nothing is opened.
+    """
+    if env._ws is not None:
+        return False
+    session = env._session
+    return session.lost is None or request.kind.starts_episode
 
 
 def send(env: _Connection, request: Request) -> Ticket:

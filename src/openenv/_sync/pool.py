@@ -23,7 +23,7 @@ from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import EnvClosed, OpenEnvError
 from .._core.guard import InFlight
-from .._core.options import READY_TIMEOUT, ClientOptions, EnvOptions, check_timeout
+from .._core.options import READY_TIMEOUT, EnvOptions, check_options, check_timeout
 from .._core.pool import (
     Completed,
     Job,
@@ -147,7 +147,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             autoreset=autoreset,
             max_concurrency=max_concurrency,
             on_failure=on_failure,
-            message_timeout=ClientOptions.of(options).message_timeout,
+            message_timeout=check_options(options, type(self).__name__).message_timeout,
         )
         #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
         self._lock = threading.Lock()
@@ -239,7 +239,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         check_size(size)
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
-        ClientOptions.of(options)
+        check_options(options, f"{cls.__name__}.from_provider")  # before any server starts
         started, providers, urls = first_servers(factory, size, cap, ready_timeout, options.get("verify"))
         try:
             resolved = schema_codec(codec, urls[0], options)
@@ -313,6 +313,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 every container was removed, and ``failures`` holds each failed
                 session index's error (with the container's logs).
         """
+        check_options(options, f"{cls.__name__}.from_docker_image")  # before any container starts
 
         def factory(index: int) -> Provider:
             return DockerProvider(image, env_vars=env_vars, run_options=run_options, pull=pull)
@@ -404,6 +405,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             CapacityReached: a URL's server stayed full for ``capacity_timeout`` seconds.
             PoolError: sessions could not be opened.
         """
+        check_options(options, f"{cls.__name__}.from_env")  # before any server starts
         where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             check_size(size)
@@ -513,8 +515,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         if self._closed:
             return
         self._closed = True
-        self._abandon_all()
-        close_all(self._envs, unique(self._providers))
+        try:
+            self._abandon_all()
+        finally:  # whatever the books say, the sessions and servers go
+            close_all(self._envs, unique(self._providers))
 
     def __enter__(self) -> Self:
         return self._connect_or_close()
@@ -604,6 +608,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             PoolError: sessions failed (``on_failure="raise"``) or could not
                 be replaced; ``results`` holds the others.
             InvalidAction: the codec refused an action; nothing was sent.
+            TypeError: ``actions`` is one action (a dict or a model) instead of a list of them.
             ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
             IndexError: an index of ``ids`` is out of range.
             SessionBusy: another pool call is running, ``step_async`` replies
@@ -631,11 +636,16 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 runnable.append(job)
         with self._lock:
             self._core.claim(order, runnable)
-        self._fly(calls, results, errors)
-        if what == "reset":
-            self._retry_full(jobs, results, errors)
-        self._last_errors = dict(errors)
-        self._settle_failures(what, order, results, errors)
+        try:
+            self._fly(calls, results, errors)
+            if what == "reset":
+                self._retry_full(jobs, results, errors)
+            self._check_open()  # close() from another thread or task ended the call: say so, not what it broke
+            self._last_errors = dict(errors)
+            self._settle_failures(what, order, results, errors)
+        except Exception:
+            self._check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
+            raise
         return [results[i] for i in order]
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
@@ -654,6 +664,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
 
         Raises:
             InvalidAction: the codec refused an action; nothing was sent.
+            TypeError: ``actions`` is one action (a dict or a model) instead of a list of them.
             ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
             IndexError: an index of ``ids`` is out of range.
             SessionBusy: a session of ``ids`` has a reply outstanding or is
@@ -717,6 +728,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
             done = self._collect(min_results, deadline)
+            self._check_open()  # close() from another thread or task ended the wait
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done

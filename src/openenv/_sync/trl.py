@@ -31,7 +31,7 @@ from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
 from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
-from .._core.options import EnvOptions
+from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
 from .._core.urls import redact_url
 from .._shim_sync import run_to_completion, sleep
@@ -242,7 +242,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.reward = 0.0
         self.done = False
         result = self._reset_session(kept)
-        self._record(result.reward, result.done)
+        self._record(None, result.done)  # a reward reset reports is no step's: env.reward stays 0.0
         return core.reset_text(self._render_step(result))
 
     def _render_step(self, result: Any) -> str:
@@ -414,6 +414,25 @@ def _list_tools(env: Env[Any, Any, Any]) -> list[Tool]:
         raise
 
 
+def _probe(env: Env[Any, Any, Any], capacity_timeout: float | None) -> list[Tool]:
+    """`_list_tools` on a server URL, retried with backoff while the server is at capacity."""
+    deadline = Deadline(capacity_timeout)
+    delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
+    while True:
+        try:
+            return _list_tools(env)
+        except CapacityReached as exc:
+            if deadline.expired:
+                raise CapacityReached(
+                    f"{exc.message}; still full after {capacity_timeout} s of waiting to read the environment's "
+                    "tools (capacity_timeout): wait for its other clients, or raise the server's "
+                    "MAX_CONCURRENT_ENVS",
+                    exc.code,
+                    exc.details,
+                ) from None
+            sleep(deadline.cap(next(delays)))
+
+
 def _class_name(name: str | None, metadata: Any) -> str:
     if name:
         if not name.isidentifier():
@@ -491,7 +510,8 @@ def environment_factory(
     pool on its first ``reset`` (waiting up to ``capacity_timeout`` while all
     are out) and checks it back in on ``instance.close()`` or ``cls.close()``.
     The pool stays open (close it yourself); its servers, options and codec
-    are the ones used, and the connection options given here are ignored.
+    are the ones used, and the connection options given here are ignored
+    (a misspelt name is still refused).
 
     Args:
         target: what ``Env.from_env`` accepts (a server URL, a Docker image or
@@ -513,7 +533,8 @@ def environment_factory(
         reset_keys: the dataset columns ``reset`` forwards (``"all"``: every
             one); default: what the server declares, else ``seed`` and ``episode_id``.
         capacity_timeout: seconds an instance's first ``reset`` keeps retrying
-            while the server is at capacity (``None``: no limit).  Starting
+            while the server is at capacity (``None``: no limit); for a server
+            URL, reading its tools here waits as long.  Starting
             one more server (``max_servers``) is bounded by ``ready_timeout``
             and the wait starts again once it is up.
         get_reward: define ``get_reward()`` (TRL's reward hook).
@@ -542,6 +563,7 @@ def environment_factory(
             (a 404 only means the server does not publish it).
         ProviderError: the server could not be started.
     """
+    check_options(options, "environment_factory")  # before any server starts
     if reward not in ("sum", "last"):
         raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
     if capacity_timeout is not None and capacity_timeout < 0:
@@ -591,7 +613,8 @@ def environment_factory(
     try:
         base_url = probe.base_url
         headers = dict(probe.options.headers)
-        tools = _list_tools(probe)
+        # a URL's server may be full for now (another run's instances): wait as an instance's reset does
+        tools = (_list_tools(probe) if root is not None or pool is not None else _probe(probe, capacity_timeout))
         # the probe's options (verify, headers, timeouts); a failure raises, a 404 means "not published"
         schema = get_json(base_url, "/schema", probe.options, optional=True)
         metadata = get_json(base_url, "/metadata", probe.options, optional=True)

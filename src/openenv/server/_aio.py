@@ -167,6 +167,7 @@ class AsyncioTransport:
         self._workers: set[_Worker] = set()
         self._inbox: _Inbox | None = None  # made on the loop with the first worker
         self._made = 0
+        self._ended = threading.Event()  # set by the loop's thread when it has finished
 
     # ------------------------------------------------------------- lifecycle
 
@@ -175,6 +176,8 @@ class AsyncioTransport:
         loop = asyncio.new_event_loop()
         bound: concurrent.futures.Future[int] = concurrent.futures.Future()
         owner = self._owner
+
+        ended = self._ended = threading.Event()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
@@ -185,6 +188,7 @@ class AsyncioTransport:
                     loop.run_until_complete(loop.shutdown_default_executor())
                 finally:
                     loop.close()
+                    ended.set()
 
         thread = threading.Thread(target=run, name=f"openenv-server-{owner.port}", daemon=True)
         self._loop, self.thread = loop, thread
@@ -209,6 +213,10 @@ class AsyncioTransport:
                 loop.call_soon_threadsafe(stop.set)
             except RuntimeError:  # the loop already ended
                 pass
+        # wait for the loop's own "ended" rather than only thread.join(): a join that Ctrl-C once
+        # interrupted (serve_forever's) can return at once afterwards on CPython < 3.13, and the process
+        # would then exit before the loop sent every session its 1012 close
+        self._ended.wait()
         thread.join()
         for worker in list(self._workers):
             worker.thread.join()

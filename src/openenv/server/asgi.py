@@ -540,7 +540,22 @@ def _serve(config: uvicorn.Config, on_ready: Any = None) -> None:
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 on_ready(f"http://{f'[{host}]' if ':' in host else host}:{port}")
 
-    Server(config).run()
+    # uvicorn shuts down gracefully on Ctrl-C / SIGTERM, then raises the signal again with the
+    # previous handlers back: SIGINT's is Python's KeyboardInterrupt; SIGTERM's gets ours, which
+    # raises it too (as EnvServer.serve_forever does), so both end here, as a clean exit
+    import signal
+
+    from .app import _raise_keyboard_interrupt
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if in_main else None
+    try:
+        Server(config).run()
+    except KeyboardInterrupt:
+        logger.info("interrupted; stopped")
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pending: int) -> type[asyncio.Protocol]:
