@@ -127,7 +127,10 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
     def log_message(self, *args):
         pass
-server = http.server.HTTPServer(("127.0.0.1", 0), Health, bind_and_activate=False)
+class Quiet(http.server.HTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a readiness poll that gave up mid-answer (BrokenPipe): its traceback would crowd the log tail
+server = Quiet(("127.0.0.1", 0), Health, bind_and_activate=False)
 server.socket.close()
 server.socket = socket.socket(fileno=int(sys.argv[1]))
 print("serving on", server.socket.getsockname(), flush=True)

@@ -44,11 +44,13 @@ async def test_a_process_that_dies_on_start_says_why() -> None:
 
 
 async def test_a_server_that_never_becomes_ready_is_stopped() -> None:
-    provider = ProcessProvider([sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"])
+    # a shell, not a Python child: a loaded CI machine took longer than the wait to start Python and
+    # print, and the logs under test were still empty
+    provider = ProcessProvider(["/bin/sh", "-c", "echo sleeping; exec sleep 60"])
     with pytest.raises(ReadinessTimeout) as info:
-        await Env.from_provider(provider, ready_timeout=0.5)
+        await Env.from_provider(provider, ready_timeout=2.5)
     assert isinstance(info.value, TimeoutError)
-    assert "did not become healthy within 0.5 s" in str(info.value)
+    assert "did not become healthy within 2.5 s" in str(info.value)
     assert "sleeping" in info.value.logs
     assert provider._child is None
 
