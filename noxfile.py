@@ -25,7 +25,7 @@ The matrix legs each prove one thing (MATRIX_LEGS), so not every leg repeats the
 
     3.10-lowest    whole suite: the oldest Python (the pre-3.11 shim branches) on every floor
                    (websockets 15.0, httpx 0.27, pydantic 2.7, docker 7.0)
-    3.10-default   whole suite: the websockets 16 line, the newest that 3.10 gets
+    3.10-default   subset: the websockets 16 line, the newest that 3.10 gets
     3.11-default   subset: the interpreter, websockets 17 and the newest dependencies 3.11 gets
     3.12-default   subset: the same on 3.12, every embedded server on the threading transport
                    (the other one that ships: $OPENENV_SERVER_TRANSPORT=threads)
@@ -35,7 +35,9 @@ The subset leaves out MATRIX_SUBSET_IGNORE: tooling checks that do not depend on
 interpreter or the dependency versions (docs, codegen, TRL), the long stress runs (soak,
 fuzz, properties) and the fault suites. The fault suites are about our own deadlines and
 retries; they run on both sides of the shims' 3.11 branch in the whole-suite legs (and in
-`nox -s tests`).
+`nox -s tests`), on the websockets 15 (3.10-lowest) and 17 lines; the websockets 16 line
+runs the rest of the suite, tests/test_websockets_internals.py (every private websockets
+attribute we touch) among it.
 """
 
 from __future__ import annotations
@@ -47,8 +49,15 @@ import sys
 from pathlib import Path
 
 import nox
+import nox.virtualenv
 
-nox.options.default_venv_backend = "venv"
+# uv builds the session venvs and installs into them wherever nox finds it (`pip install "nox[uv]"`,
+# as .ci/run does): its installs take seconds where pip's took minutes on a loaded CI machine, most of
+# a leg's setup. Without uv, venv + pip as before. `nox -db venv` forces pip. The trl session stays on
+# pip (TRL_DEPS: torch from the machine's own wheel directory, which only pip's configuration names).
+nox.options.default_venv_backend = "uv|venv"
+# uv never downloads an interpreter: a missing python3.X fails the leg (--error-on-missing-interpreters)
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "typecheck", "tests"]
 
@@ -79,7 +88,7 @@ LOWEST = {"websockets": "15.0", "httpx": "0.27.0", "pydantic": "2.7.0", "docker"
 #: soak/fuzz/property tests, tooling checks (docs build, codegen, TRL, the pre-commit hook) that do
 #: not depend on the interpreter or the dependency versions, and the fault suites (our deadlines and
 #: retries, run on both sides of the shims' 3.11 branch by the whole-suite legs). The legs that matter
-#: most (3.10 on both websockets lines, the newest everything) run the whole suite.
+#: most (3.10 on every floor, the newest everything) run the whole suite, as `nox -s tests` does.
 MATRIX_SUBSET_IGNORE = [
     "tests/test_soak.py",
     "tests/test_server_fuzz.py",
@@ -96,7 +105,7 @@ MATRIX_SUBSET_IGNORE = [
 # (python, dependencies, whole suite, the embedded server's transport: $OPENENV_SERVER_TRANSPORT)
 MATRIX_LEGS = [
     ("3.10", "lowest", True, "asyncio"),
-    ("3.10", "default", True, "asyncio"),
+    ("3.10", "default", False, "asyncio"),
     ("3.11", "default", False, "asyncio"),
     ("3.12", "default", False, "threads"),
     ("3.13", "highest", True, "asyncio"),
@@ -129,6 +138,11 @@ if code == 5:
     print("nox: pytest collected no tests for this selection; failing", file=sys.stderr)
 sys.exit(code)
 """
+
+
+def _pip_for(session: nox.Session) -> list[str]:
+    """``["pip"]`` in a venv that uv built (it has no pip), for a session whose steps run ``python -m pip``."""
+    return ["pip"] if session.venv_backend == "uv" else []
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
@@ -225,7 +239,9 @@ def matrix(session: nox.Session, deps: str, whole: bool, transport: str) -> None
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in LOWEST.items()))
         session.install("-e", ".", *deps_of_leg, "-c", str(constraints))
     elif deps == "highest":
-        session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".", *deps_of_leg)
+        # uv's --upgrade upgrades every package, as pip's eager strategy does
+        eager = [] if session.venv_backend == "uv" else ["--upgrade-strategy", "eager"]
+        session.install("--upgrade", *eager, "-e", ".", *deps_of_leg)
     else:
         session.install("-e", ".", *deps_of_leg)
     session.env["OPENENV_SERVER_TRANSPORT"] = transport  # every server the tests start (in-process or not)
@@ -259,7 +275,7 @@ if wrong:
 @nox.session
 def docker(session: nox.Session) -> None:
     """Install/start a Docker engine and build test images, then run -m docker."""
-    session.install("-e", ".[docker]", *TEST_DEPS)
+    session.install("-e", ".[docker]", *TEST_DEPS, *_pip_for(session))  # docker_setup.py downloads wheels with pip
     setup = ROOT / "scripts" / "docker_setup.py"
     if setup.exists():
         session.run("python", str(setup))
@@ -443,6 +459,12 @@ def _build_release_venvs(session: nox.Session, venvs: Path) -> list[tuple[str, P
         venv.parent.mkdir(parents=True, exist_ok=True)
         log = venvs / f"{name}.build.log"
         script = f'"{base}" -m venv "{venv}" && "{venv}/bin/python" -m pip install --quiet "{spec}"'
+        if session.venv_backend == "uv":  # with pip in it: test_openenv_both.py installs with pip there
+            uv = nox.virtualenv.UV
+            # from the base interpreter, as `python -m venv` does (not on top of the session's venv)
+            real = session.run("python", "-c", "import sys; print(sys._base_executable)", silent=True)
+            script = f'"{uv}" venv -q --seed -p "{str(real).strip()}" "{venv}"'
+            script += f' && "{uv}" pip install -q -p "{venv}/bin/python" "{spec}"'
         session.log(f"building {venv} ({spec}) in the background; log: {log}")
         with open(log, "wb") as out:
             proc = subprocess.Popen(["sh", "-c", script], stdout=out, stderr=subprocess.STDOUT)
@@ -477,7 +499,8 @@ def interop(session: nox.Session) -> None:
     # openenv-core venvs of test_openenv_both.py no longer inside its tests, which run one at a time)
     building = _build_release_venvs(session, venvs)
     try:
-        session.install("-e", ".[docker]", *TEST_DEPS)
+        # pip: test_openenv_both.py builds our wheel with it
+        session.install("-e", ".[docker]", *TEST_DEPS, *_pip_for(session))
     except BaseException:
         for _, _, proc, _ in building:  # ours by PID: nothing left running when the session fails
             proc.kill()
@@ -496,7 +519,7 @@ def interop(session: nox.Session) -> None:
 TRL_DEPS = ["torch==2.13.0", "transformers>=5.2,<6", "trl==1.16.0", "jmespath>=1.0"]
 
 
-@nox.session
+@nox.session(venv_backend="venv")
 def trl(session: nox.Session) -> None:
     """Train 2 steps with TRL's real GRPOTrainer on our echo and an MCP tools environment (CPU, no model hub)."""
     session.install("-e", ".", *TRL_DEPS)
