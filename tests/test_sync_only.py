@@ -156,7 +156,7 @@ def test_ctrl_c_during_the_first_reset_of_an_unconnected_pool_leaves_it_usable()
         silent.close()
 
 
-def test_ctrl_c_while_run_all_starts_its_threads_still_reaches_on_interrupt() -> None:
+def test_ctrl_c_while_run_all_starts_its_threads_still_reaches_on_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C landing while the threads are being started (a loaded machine is slow at it) must stop them.
 
     Before, it escaped before the wait's ``try``: ``on_interrupt`` never ran, and leaving the pool joined the
@@ -172,19 +172,27 @@ def test_ctrl_c_while_run_all_starts_its_threads_still_reaches_on_interrupt() ->
         release.wait(5)  # what on_interrupt ends (a handshake, a capacity wait)
         return 1
 
-    class CtrlCWhileStarting(list):  # type: ignore[type-arg]
-        def __iter__(self) -> Any:
-            yield self[0]
-            started.wait(5)
-            raise KeyboardInterrupt  # as the signal would, between two thread starts
+    start = threading.Thread.start
+    starting: list[threading.Thread] = []
+
+    def ctrl_c_before_the_second(self: threading.Thread) -> None:
+        if self.name.startswith("openenv-run-all"):
+            starting.append(self)
+            if len(starting) == 2:
+                started.wait(5)
+                raise KeyboardInterrupt  # as the signal would, between two thread starts
+        start(self)
 
     def on_interrupt() -> None:
         interrupted.append(True)
         release.set()
 
+    monkeypatch.setattr(threading.Thread, "start", ctrl_c_before_the_second)
     with pytest.raises(KeyboardInterrupt):
-        run_all(CtrlCWhileStarting([blocking, blocking]), on_interrupt)
+        run_all([blocking, blocking], on_interrupt)
+    monkeypatch.undo()
     assert interrupted == [True]
+    assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
 
 
 def test_ctrl_c_inside_a_thread_start_of_run_all_still_joins_that_thread(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,14 +53,29 @@ async def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 async def run_all(
-    calls: Sequence[Callable[[], Awaitable[T]]], on_interrupt: Callable[[], Awaitable[Any]]
+    calls: Sequence[Callable[[], Awaitable[T]]],
+    on_interrupt: Callable[[], Awaitable[Any]],
+    limit: int | None = None,
 ) -> list[T | BaseException]:
     """Run zero-argument coroutine functions at once; return each one's result, or the exception it raised, in order.
 
-    If the caller is cancelled meanwhile, every call is cancelled and has
-    ended, then ``on_interrupt()`` runs (the sync side needs it to end its
-    threads: it stops what the calls wait on), and the cancellation propagates.
+    With ``limit``, at most that many calls run at a time, in order; the
+    others wait for a place.  If the caller is cancelled meanwhile, every call
+    is cancelled and has ended, then ``on_interrupt()`` runs (the sync side
+    needs it to end its threads: it stops what the calls wait on), and the
+    cancellation propagates.
     """
+    if limit is not None and len(calls) > limit:
+        gate = asyncio.Semaphore(limit)
+
+        def gated(call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+            async def run() -> T:
+                async with gate:
+                    return await call()
+
+            return run
+
+        calls = [gated(call) for call in calls]
     tasks = [asyncio.ensure_future(call()) for call in calls]
     try:
         return await asyncio.gather(*tasks, return_exceptions=True)

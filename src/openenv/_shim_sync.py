@@ -52,11 +52,14 @@ def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -> list[T | BaseException]:
+def run_all(
+    calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any], limit: int | None = None
+) -> list[T | BaseException]:
     """Run zero-argument functions at once; return each one's result, or the exception it raised, in order.
 
-    Each call runs in a thread of its own; every one of them has ended when
-    this returns (a single call runs in the calling thread).  If
+    The calls run in threads, one per call (with ``limit``, that many threads
+    at most, each taking the next call not begun, in order); every thread has
+    ended when this returns (a single call runs in the calling thread).  If
     the caller is interrupted meanwhile (Ctrl-C), the calls not yet begun are
     dropped, ``on_interrupt()`` runs (it must make the running calls end, for
     example by stopping what they wait on), the threads are joined, and the
@@ -69,47 +72,67 @@ def run_all(calls: Sequence[Callable[[], T]], on_interrupt: Callable[[], Any]) -
             return [exc]
     if not calls:
         return []
-    runs: list[_Run[T]] = []
+    batch = _Batch(calls)
+    width = len(calls) if limit is None else max(1, min(limit, len(calls)))
+    runs: list[_Run] = []
     try:
         # each thread is known before it starts: a Ctrl-C inside Thread.start() (it waits for the new
         # thread to run, slow on a loaded machine) still finds it to join, where a ThreadPoolExecutor
         # records its thread only after start() returns and so left one running past this call
-        for call in calls:
-            run = _Run(call)
+        for _ in range(width):
+            run = _Run(batch)
             runs.append(run)
             run.thread.start()
         for run in runs:  # in short slices: a pending Ctrl-C is handled between them
             while not run.ended.wait(0.1):
                 pass
     except BaseException:
-        for run in runs:
-            run.cancelled = True  # a call not begun yet is dropped
+        batch.cancelled = True  # a call not begun yet is dropped
         on_interrupt()
         for run in runs:
             run.join()
         raise
     for run in runs:
         run.join()
-    return [run.outcome for run in runs]
+    return batch.outcomes
 
 
-class _Run(Generic[T]):
-    """One call of ``run_all`` in a thread of its own."""
+class _Batch(Generic[T]):
+    """The calls of one ``run_all``, taken in order by its threads, and their outcomes."""
 
-    def __init__(self, call: Callable[[], T]) -> None:
-        self.call = call
+    def __init__(self, calls: Sequence[Callable[[], T]]) -> None:
+        self._calls = list(calls)
+        self._next = 0
+        self._lock = threading.Lock()
         self.cancelled = False
+        self.outcomes: list[T | BaseException] = [RuntimeError("not run")] * len(self._calls)
+
+    def work(self) -> None:
+        """Run the next call not begun, until none is left or the batch is cancelled."""
+        while True:
+            with self._lock:
+                if self.cancelled or self._next == len(self._calls):
+                    return
+                index = self._next
+                self._next += 1
+            try:
+                self.outcomes[index] = self._calls[index]()
+            except BaseException as exc:
+                self.outcomes[index] = exc
+
+
+class _Run:
+    """One thread of ``run_all``: it runs calls of its batch until none is left."""
+
+    def __init__(self, batch: _Batch[Any]) -> None:
+        self.batch = batch
         self.began, self.ended = threading.Event(), threading.Event()
-        self.outcome: T | BaseException = RuntimeError("not run")
         self.thread = threading.Thread(target=self._main, name="openenv-run-all", daemon=True)
 
     def _main(self) -> None:
         self.began.set()
         try:
-            if not self.cancelled:
-                self.outcome = self.call()
-        except BaseException as exc:
-            self.outcome = exc
+            self.batch.work()
         finally:
             self.ended.set()
 

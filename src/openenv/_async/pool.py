@@ -61,7 +61,9 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     [`from_docker_image()`][openenv.sync.EnvPool.from_docker_image] and
     [`from_env()`][openenv.sync.EnvPool.from_env] start one server per session
     (in parallel) and stop them on close.  The context manager (or
-    [`connect()`][openenv.sync.EnvPool.connect]) opens every session concurrently.
+    [`connect()`][openenv.sync.EnvPool.connect]) opens every session concurrently,
+    with 64 handshakes under way at most (each one's ``connect_timeout`` runs from
+    its own start).
 
     **Send, then receive.** [`step()`][openenv.sync.EnvPool.step] and
     [`reset()`][openenv.sync.EnvPool.reset] send every session's request first, then
@@ -492,8 +494,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     async def connect(self) -> Self:
         """Open every session concurrently (waiting while a server is at capacity); return the pool.
 
-        Idempotent.  On failure the sessions opened so far stay open (the
-        context manager closes the pool).
+        At most 64 handshakes are under way at a time; the others start as
+        places free up, each with its own ``connect_timeout``.  Idempotent.
+        On failure the sessions opened so far stay open (the context manager
+        closes the pool).
 
         Raises:
             PoolError: a session could not be opened (``errors`` by index).

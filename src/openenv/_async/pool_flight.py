@@ -16,7 +16,7 @@ from typing import Any
 
 from .._blocking.retry import Deadline
 from .._core.errors import EnvClosed, OpenEnvError
-from .._core.pool import Completed, Job, JobKind, PoolCore
+from .._core.pool import OPENING_AT_ONCE, Completed, Job, JobKind, PoolCore
 from .._core.result import StepResult
 from .._shim_async import run_all, ws_wait_any
 from . import connection
@@ -153,7 +153,7 @@ class PoolFlight:
                 await quietly(env.close)
 
         try:
-            outcomes = await run_all([env.connect for env in envs], interrupted)
+            outcomes = await run_all([env.connect for env in envs], interrupted, OPENING_AT_ONCE)
         except BaseException:
             for job in jobs:  # interrupted: nothing is in flight for any of them (the old clients are closed)
                 calls.pop(job.index, None)

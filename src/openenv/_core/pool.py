@@ -44,6 +44,12 @@ ObsT = TypeVar("ObsT")
 #: the values ``on_failure`` takes
 ON_FAILURE = ("raise", "replace")
 
+#: Handshakes one pool has under way at once when it opens sessions: the others wait their turn, and
+#: each one's ``connect_timeout`` runs from its own start.  512 handshakes started together on a loaded
+#: two-core machine ran out of time together (every one, at the client's 10 s), or were closed by the
+#: server's own handshake timeout; the default server also answers 503 beyond its 64 pending ones.
+OPENING_AT_ONCE = 64
+
 
 @dataclass(frozen=True)
 class Completed(Generic[ObsT]):

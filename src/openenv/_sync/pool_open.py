@@ -16,6 +16,7 @@ from typing import Any
 
 from .._core.errors import CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
 from .._core.pool import (
+    OPENING_AT_ONCE,
     CapacityWait,
     Completed,
     Job,
@@ -86,7 +87,7 @@ class PoolOpening:
                 quietly(env.close)
 
         calls = [_bind(self._with_capacity, env, env.connect, wait, stop) for env in envs]
-        outcomes = run_all(calls, interrupted)
+        outcomes = run_all(calls, interrupted, OPENING_AT_ONCE)
         errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
         if errors:
             for exc in errors.values():
@@ -166,6 +167,7 @@ class PoolOpening:
                 for job, env in zip(full, envs, strict=True)
             ],
             interrupted,
+            OPENING_AT_ONCE,
         )
         for job, outcome in zip(full, outcomes, strict=True):
             if isinstance(outcome, OpenEnvError):
