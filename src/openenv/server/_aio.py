@@ -55,8 +55,11 @@ OVERLOADED = (
 )
 
 
-#: Seconds a connection refused by the pending cap is kept to drain the client's request.
-_REFUSED_LINGER = 1.0
+#: Seconds a connection refused by the pending cap is kept to drain the client's request, and again after
+#: the 503 for the client to read it.  1 s was too short on a loaded machine: a client thread that sent its
+#: request late found the socket aborted, its 503 lost to the reset ("closed during the handshake", which a
+#: pool does not retry, where a 503 is retried).
+_REFUSED_LINGER = 3.0
 
 #: Bytes of a refused connection's request skipped, at most, before the 503.
 _REFUSED_SKIP = 8192
