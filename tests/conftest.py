@@ -13,7 +13,7 @@ import pytest
 from openenv.server import EnvServer
 from openenv.server.echo import EchoEnvironment
 
-from . import ray_clusters
+from . import leaks, ray_clusters
 from .envs import CounterEnv, ScriptServer
 
 
@@ -435,13 +435,12 @@ def docker_engine() -> Iterator[Any]:
             pytest.fail(f"no usable Docker engine under CI: {exc}")
         pytest.skip(f"no usable Docker engine ({exc}); run python3 scripts/docker_setup.py")
     yield client
-    left = client.containers.list(
-        all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={os.getpid()}"]}
-    )
-    ours = [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
-    for container in left:
-        if container.name in ours:
-            container.remove(force=True)
+    ours = leaks.managed_containers(client)  # one listing: a container being removed is no NotFound
+    for name in ours:
+        try:
+            client.api.remove_container(name, force=True)
+        except docker.errors.NotFound:
+            pass
     client.close()
     assert ours == [], f"containers left behind: {ours}"
 

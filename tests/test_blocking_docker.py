@@ -270,6 +270,41 @@ def test_missing_image_is_image_not_found_and_leaves_nothing(client: Any, sessio
     assert bd.list_managed(client, session_id=session) == []
 
 
+def test_a_ctrl_c_before_the_engine_has_created_the_container_still_leaves_nothing(
+    client: Any, session: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while ``docker create`` is in flight: the engine may create the container after our first look.
+
+    (A loaded CI engine did: one look found nothing, and the container appeared a moment later.) The create
+    here reaches the engine 0.5 s after the interrupt, as a slow engine's would.
+    """
+    name = new_container_name(NEVER)
+    collection = type(client.containers)  # docker-py makes a new collection on each access: patch its class
+    create = collection.create
+    late: list[threading.Thread] = []
+
+    def interrupted_in_flight(self: Any, *args: Any, **kwargs: Any) -> Any:
+        def engine_creates_it_late() -> None:
+            time.sleep(0.5)
+            try:
+                create(self, *args, **kwargs)
+            except Exception:  # noqa: BLE001 - the name was claimed first: that create fails, as it should
+                pass
+
+        late.append(threading.Thread(target=engine_creates_it_late))
+        late[0].start()
+        raise KeyboardInterrupt  # as the signal would, while the request is in flight
+
+    monkeypatch.setattr(collection, "create", interrupted_in_flight)
+    with pytest.raises(KeyboardInterrupt):
+        bd.start_container(client, NEVER, name=name, labels=_labels(session))
+    late[0].join(30)
+    deadline = time.monotonic() + 5  # whichever came first, nothing of ours is left, and stays so
+    while time.monotonic() < deadline:
+        assert bd.list_managed(client, session_id=session) == []
+        time.sleep(0.2)
+
+
 # --------------------------------------------------------------------------- remove
 
 

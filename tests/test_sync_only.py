@@ -256,12 +256,9 @@ def test_separate_sessions_from_many_threads(echo_server: Any) -> None:
 
 
 def _managed_of_this_process(engine: Any) -> list[str]:
-    import os
+    from .leaks import managed_containers  # one listing, no inspect: a container being removed is no NotFound
 
-    found = engine.containers.list(
-        all=True, filters={"label": ["org.openenv.managed=1", f"org.openenv.pid={os.getpid()}"]}
-    )
-    return [c.name for c in found if c.labels.get("org.openenv.pid") == str(os.getpid())]
+    return managed_containers(engine)
 
 
 @pytest.mark.docker

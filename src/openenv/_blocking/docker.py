@@ -593,9 +593,14 @@ def start_container(
             _remove_ours_by_name(client, name, session)
             raise ProviderError(f"cannot create container {name} from {image}: {_explain(exc)}") from exc
         except BaseException as exc:
-            # a timeout or Ctrl-C may land after the engine created it
-            _remove_ours_by_name(client, name, session)
-            if isinstance(exc, Exception) and not isinstance(exc, TypeError):  # TypeError: bad run_options
+            # A timeout or Ctrl-C may land before the engine created it, while it does, or after: a name not
+            # found yet proves nothing (a loaded CI engine created one after a single look had missed it).
+            # The reaper's settling look claims the name if nobody has it, or removes ours once it is there.
+            if session is None or isinstance(exc, TypeError):  # TypeError: bad run_options, nothing sent
+                _remove_ours_by_name(client, name, session)
+            else:
+                reap_container(client, name, session, image, settle=30.0, hold=1.0)
+            if isinstance(exc, Exception) and not isinstance(exc, TypeError):
                 raise _provider_error(f"cannot create container {name} from {image}", exc) from exc
             raise
 
