@@ -75,7 +75,7 @@ def _wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
 
 def test_env_from_provider_steps_and_close_kills_the_actor() -> None:
     provider = RayProvider("tests.envs:CounterEnv", max_sessions=2)
-    with Env.from_provider(provider, ready_timeout=60) as env:
+    with Env.from_provider(provider, ready_timeout=180) as env:
         url = env.base_url
         assert url.startswith("http://127.0.0.1:")  # the node's IP on this loopback cluster
         assert provider.url == url
@@ -106,7 +106,7 @@ def _routable_local_ip() -> str | None:
 
 def test_the_server_binds_loopback_unless_host_says_otherwise() -> None:
     provider = RayProvider("tests.envs:CounterEnv")
-    with Env.from_provider(provider, ready_timeout=60) as env:
+    with Env.from_provider(provider, ready_timeout=180) as env:
         status = ray.get(provider._actor.status.remote(), timeout=30)
         assert status["bind"] == "127.0.0.1" and env.base_url.startswith("http://127.0.0.1:")
         other = _routable_local_ip()
@@ -114,7 +114,7 @@ def test_the_server_binds_loopback_unless_host_says_otherwise() -> None:
             port = env.base_url.rsplit(":", 1)[1]
             assert not _answers(f"http://{other}:{port}")
     node = RayProvider("tests.envs:CounterEnv", host="node")
-    with Env.from_provider(node, ready_timeout=60) as env:
+    with Env.from_provider(node, ready_timeout=180) as env:
         status = ray.get(node._actor.status.remote(), timeout=30)
         assert status["bind"] == status["node_ip"]
         assert env.reset().observation["count"] == 0
@@ -128,17 +128,17 @@ def test_a_class_or_closure_is_pickled_to_the_actor() -> None:
         env._count = start
         return env
 
-    with Env.from_provider(RayProvider(factory), ready_timeout=60) as env:
+    with Env.from_provider(RayProvider(factory), ready_timeout=180) as env:
         env.reset()
         assert env.step({"delta": 1}).observation["count"] == 1
-    with Env.from_provider(RayProvider(CounterEnv), ready_timeout=60) as env:
+    with Env.from_provider(RayProvider(CounterEnv), ready_timeout=180) as env:
         env.reset(start=2)
         assert env.step({"delta": 2}).observation["count"] == 4
 
 
 def test_three_providers_start_together_and_stop() -> None:
     providers = [RayProvider("echo") for _ in range(3)]
-    urls = start_providers(providers, ready_timeout=60)
+    urls = start_providers(providers, ready_timeout=180)
     try:
         assert len(set(urls)) == 3
         assert all(_answers(url) for url in urls)
@@ -153,7 +153,7 @@ def test_three_providers_start_together_and_stop() -> None:
 def test_a_custom_resource_limits_the_actors_and_the_extra_one_times_out() -> None:
     providers = [RayProvider("echo", resources={"env_slot": 1}, start_timeout=60) for _ in range(2)]
     extra = RayProvider("echo", resources={"env_slot": 1}, start_timeout=2)
-    urls = start_providers(providers, ready_timeout=60)
+    urls = start_providers(providers, ready_timeout=180)
     try:
         with pytest.raises(ReadinessTimeout) as caught:
             extra.start()  # both slots are taken: Ray keeps it pending, the timeout ends the wait
@@ -167,7 +167,7 @@ def test_a_custom_resource_limits_the_actors_and_the_extra_one_times_out() -> No
         extra.stop()
     assert all(url.startswith("http://127.0.0.1:") for url in urls)
     # the slots are free again
-    with Env.from_provider(RayProvider("echo", resources={"env_slot": 2}), ready_timeout=60) as env:
+    with Env.from_provider(RayProvider("echo", resources={"env_slot": 2}), ready_timeout=180) as env:
         env.reset()
 
 
@@ -184,7 +184,7 @@ def test_placement_options_are_passed_to_ray() -> None:
             RayProvider("echo", scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)),
             RayProvider("echo", num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(group)),
         ]
-        urls = start_providers(providers, ready_timeout=60)
+        urls = start_providers(providers, ready_timeout=180)
         try:
             assert all(_answers(url) for url in urls)
             assert ray.available_resources().get("CPU", 0) <= 1  # the group holds one of the two CPUs
@@ -196,13 +196,13 @@ def test_placement_options_are_passed_to_ray() -> None:
     # a node that does not exist: never placed, and the wait ends
     missing = NodeAffinitySchedulingStrategy(node_id="ab" * 28, soft=False)
     with pytest.raises(ProviderError):
-        Env.from_provider(RayProvider("echo", scheduling_strategy=missing, start_timeout=5), ready_timeout=60)
+        Env.from_provider(RayProvider("echo", scheduling_strategy=missing, start_timeout=5), ready_timeout=180)
 
 
 def test_a_server_that_cannot_start_says_why() -> None:
     provider = RayProvider("tests.no_such_module:Env")
     with pytest.raises(ProviderError, match="ModuleNotFoundError.*no_such_module") as caught:
-        Env.from_provider(provider, ready_timeout=60)
+        Env.from_provider(provider, ready_timeout=180)
     assert provider.actor_name in str(caught.value)
 
 
@@ -222,7 +222,7 @@ def test_an_actor_that_dies_ends_the_wait_with_the_reason() -> None:
 def test_an_asgi_app_under_uvicorn() -> None:
     pytest.importorskip("uvicorn")
     provider = RayProvider(app="tests.ray_asgi_app:app", max_sessions=2, server_options={"log_level": "warning"})
-    with Env.from_provider(provider, ready_timeout=60) as env:
+    with Env.from_provider(provider, ready_timeout=180) as env:
         env.reset()
         assert env.step({"delta": 4}).observation["count"] == 4
         with env.new_session() as second:  # MAX_CONCURRENT_ENVS=2 reached the app
@@ -234,7 +234,7 @@ async def test_aio_provider() -> None:
     from openenv.aio import RayProvider as AsyncRayProvider
 
     provider = AsyncRayProvider("echo")
-    async with await AsyncEnv.from_provider(provider, ready_timeout=60) as env:
+    async with await AsyncEnv.from_provider(provider, ready_timeout=180) as env:
         await env.reset()
         assert (await env.step({"message": "ray"})).observation["echoed_message"] == "ray"
         assert provider.actor_name in _our_actors()

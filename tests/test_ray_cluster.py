@@ -44,7 +44,7 @@ def test_spread_places_servers_on_different_nodes_and_the_pool_uses_each_nodes_a
         )
         return made[-1]
 
-    with EnvPool.from_provider(factory, size=3, ready_timeout=60) as pool:
+    with EnvPool.from_provider(factory, size=3, ready_timeout=180) as pool:
         nodes = [cluster.by_id()[actor_node(ray, provider)] for provider in made]  # KeyError: the head
         assert len({node.node_id for node in nodes}) == 3, nodes
         for env, provider, node in zip(pool.envs, made, nodes, strict=True):

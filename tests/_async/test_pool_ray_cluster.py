@@ -44,7 +44,7 @@ async def test_a_dead_nodes_sessions_are_replaced_on_the_surviving_nodes(ray_mod
         )
         return made[-1]
 
-    async with await EnvPool.from_provider(factory, size=4, on_failure="replace", ready_timeout=60) as pool:
+    async with await EnvPool.from_provider(factory, size=4, on_failure="replace", ready_timeout=180) as pool:
         await pool.reset(kwargs=[{"start": 10 * i} for i in range(4)])
         placed = [_node_of(ray, provider) for provider in pool.providers]
         assert len(set(placed)) == 3  # four servers over three nodes: one node holds two

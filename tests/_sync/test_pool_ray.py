@@ -67,7 +67,7 @@ def test_a_batch_steps_across_actors_and_a_dead_one_is_isolated_then_replaced(ra
         made.append(RayProvider(COUNTER, num_cpus=0))
         return made[-1]
 
-    with EnvPool.from_provider(factory, size=3, ready_timeout=60) as pool:
+    with EnvPool.from_provider(factory, size=3, ready_timeout=180) as pool:
         assert len({str(p) for p in pool.providers}) == 3 and len(_our_actors(ray)) == 3
         results = pool.reset(kwargs=[{"start": 10 * i} for i in range(3)])
         assert [r.observation["count"] for r in results] == [0, 10, 20]
@@ -97,7 +97,7 @@ def test_on_failure_replace_recreates_the_actor_by_itself(ray: Any) -> None:
         made.append(RayProvider(COUNTER, num_cpus=0))
         return made[-1]
 
-    with EnvPool.from_provider(factory, size=2, on_failure="replace", ready_timeout=60) as pool:
+    with EnvPool.from_provider(factory, size=2, on_failure="replace", ready_timeout=180) as pool:
         pool.reset()
         _kill(ray, made[0], pool.envs[0].base_url)
         results = pool.step([{"delta": 5}] * 2)  # no error raised: session 0 was replaced
@@ -108,7 +108,7 @@ def test_on_failure_replace_recreates_the_actor_by_itself(ray: Any) -> None:
 
 def test_a_pool_on_one_actor_waits_for_capacity(ray: Any) -> None:
     provider = RayProvider(COUNTER, num_cpus=0, max_sessions=2)
-    with Env.from_provider(provider, ready_timeout=60) as holder:
+    with Env.from_provider(provider, ready_timeout=180) as holder:
         url = holder.base_url
         holder.reset()
         pool = EnvPool(url, size=2, capacity_timeout=30)  # one slot is taken by ``holder``
