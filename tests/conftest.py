@@ -481,18 +481,15 @@ class OpenEnvEnvs:
         import os
         import subprocess
 
-        from .interop.conftest import _free_port, _wait_healthy, venv_python
+        from .interop.conftest import _wait_healthy, spawn_listening, venv_python
 
         folder = OPENENV_ENVS / name
-        port = _free_port()
         env = {**os.environ, "PYTHONPATH": str(folder), "MAX_CONCURRENT_ENVS": str(OPENENV_ENV_CAPACITY)}
         env["ENABLE_WEB_INTERFACE"] = "false"
-        command = [str(venv_python("0.3.0")), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1"]
-        command += ["--port", str(port), "--log-level", "warning"]
+        command = [str(venv_python("0.3.0")), "-m", "uvicorn", "server.app:app", "--fd", "{fd}"]
+        command += ["--log-level", "warning"]
         log = self._tmp / f"{name}-venv.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        proc, url = spawn_listening(command, folder, env, log)  # the port is the server's from the start
 
         def stop() -> None:
             proc.terminate()

@@ -2,8 +2,9 @@
 
 Nothing of the released packages is imported here.  Their venvs live in
 ``.nox/interop-releases/v<version>`` (created on first use, reused after);
-``$OPENENV_INTEROP_VENVS`` overrides the folder.  Every server binds
-127.0.0.1 on a free port and is ended by its PID.  The matrix of what ran is
+``$OPENENV_INTEROP_VENVS`` overrides the folder.  Every server listens on
+127.0.0.1 on a port no other process can take meanwhile (a socket it inherits,
+or one it picks and prints) and is ended by its PID.  The matrix of what ran is
 printed at the end of the session.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,10 +49,38 @@ def venv_python(version: str) -> Path:
     return python
 
 
-def _free_port() -> int:
+def spawn_listening(
+    command: list[str], cwd: Path, env: dict[str, str], log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``command`` with a listening socket on 127.0.0.1 (``{fd}`` in it: its descriptor); return it and its URL.
+
+    The port is held from before the server starts.  A free port picked in advance and handed over as
+    ``--port`` could be taken by another worker's server first: a released server then failed to bind,
+    while the health check was answered by the other server, and the tests ran against that one until it
+    stopped (CI: six "connection refused" after a "1012 server stopping").
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        sock.listen(128)
+        full = [part.replace("{fd}", str(sock.fileno())) for part in command]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                full, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()]
+            )
+        return proc, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _announced_url(proc: subprocess.Popen[bytes], log: Path, timeout: float = 240.0) -> str:
+    """The URL that ``python -m openenv serve ... --port 0`` prints once it listens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"^serving \S+ on (http://127\.0\.0\.1:\d+)$", log.read_text(errors="replace"), re.M)
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"server did not say where it listens in {timeout} s:\n{log.read_text()[-3000:]}")
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 240.0) -> None:
@@ -79,13 +109,15 @@ class Servers:
     def _start(self, key: tuple[str, str, int], command: list[str], env: dict[str, str]) -> str:
         if key in self.running:
             return self.running[key][1]
-        port = _free_port()
         log = self.tmp / f"{'-'.join(map(str, key)).replace(':', '_')}.log"
-        full = [part.replace("{port}", str(port)) for part in command]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(full, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        url: str | None = None
+        if "{fd}" in command:  # uvicorn --fd: the socket is the server's from the start
+            proc, url = spawn_listening(command, ROOT, env, log)
+        else:  # ours, --port 0: it picks its port and prints it
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
+            url = url or _announced_url(proc, log)
             _wait_healthy(url, proc, log)
         except BaseException:
             proc.kill()
@@ -100,13 +132,13 @@ class Servers:
         env = {**os.environ, "MAX_CONCURRENT_ENVS": str(capacity), "ENABLE_WEB_INTERFACE": "false"}
         env.pop("OPENENV_MODE", None)
         command = [python, "-m", "uvicorn", f"released_apps:{app}", "--app-dir", str(HERE)]
-        command += ["--host", "127.0.0.1", "--port", "{port}", "--log-level", "warning"]
+        command += ["--fd", "{fd}", "--log-level", "warning"]
         return self._start((version, app, capacity), command, env)
 
     def ours(self, factory: str, capacity: int = 2, *, asgi: bool = False) -> str:
         """Our server: ``python -m openenv serve <factory>`` from our venv (``--asgi``: the ASGI app, uvicorn)."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "{port}"]
+        command = [sys.executable, "-m", "openenv", "serve", factory, "--port", "0"]
         command += ["--max-sessions", str(capacity)] + (["--asgi"] if asgi else [])
         return self._start(("ours-asgi" if asgi else "ours", factory, capacity), command, env)
 
