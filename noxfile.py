@@ -377,10 +377,12 @@ def build(session: nox.Session) -> None:
     ``twine check --strict`` validates the metadata and the PyPI description
     (README.pypi.md); both archives' file lists are printed.
     """
-    session.install("build", "twine")
+    uv = session.venv_backend == "uv"  # build's isolated environments and the wheel's venv with uv too
+    session.install("build[uv]" if uv else "build", "twine")
     dist = ROOT / "dist"
     shutil.rmtree(dist, ignore_errors=True)
-    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    installer = ["--installer", "uv"] if uv else []
+    session.run("python", "-m", "build", *installer, "--outdir", str(dist), str(ROOT))
     wheels = sorted(dist.glob("*.whl"))
     sdists = sorted(dist.glob("*.tar.gz"))
     if len(wheels) != 1 or len(sdists) != 1:
@@ -389,9 +391,13 @@ def build(session: nox.Session) -> None:
     _check_dists(session, wheels[0], sdists[0])
     venv = Path(session.create_tmp()) / "wheel-venv"
     shutil.rmtree(venv, ignore_errors=True)
-    session.run("python", "-m", "venv", str(venv))
     python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
-    session.run(python, "-m", "pip", "install", "--quiet", str(wheels[0]), external=True)
+    if uv:
+        session.run(nox.virtualenv.UV, "venv", "-q", "-p", "python", str(venv), external=True)
+        session.run(nox.virtualenv.UV, "pip", "install", "-q", "-p", python, str(wheels[0]), external=True)
+    else:
+        session.run("python", "-m", "venv", str(venv))
+        session.run(python, "-m", "pip", "install", "--quiet", str(wheels[0]), external=True)
     smoke = (
         "import sys, openenv.sync, openenv.aio\n"
         "assert openenv.sync.Env is not openenv.aio.Env\n"
