@@ -26,6 +26,14 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until the server side caught up (a closed session frees its slot a moment later)."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "condition never became true"
+        await asyncio.sleep(0.02)
+
+
 async def run_in_thread(fn: Callable[[], Any]) -> Any:
     """Run a blocking call (a server's ``stop``) in a thread, so this loop keeps serving its sockets."""
     return await asyncio.to_thread(fn)

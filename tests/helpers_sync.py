@@ -81,3 +81,11 @@ def assert_no_leaks(before: Any, timeout: float = 10.0) -> None:
     from . import leaks
 
     leaks.assert_no_leaks(before, timeout)
+
+
+def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until the server side caught up (a closed session frees its slot a moment later)."""
+    end = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end, "condition never became true"
+        time.sleep(0.02)

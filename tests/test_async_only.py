@@ -9,7 +9,7 @@ import pytest
 
 from openenv.aio import Env, SessionLost
 
-from .envs import CounterEnv
+from .envs import IN_TIME, TOO_LATE, CounterEnv
 
 
 async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: Any) -> None:
@@ -122,10 +122,10 @@ async def test_message_timeout_in_a_task_that_absorbed_a_cancellation(server_fac
             await asyncio.sleep(1)
         except asyncio.CancelledError:
             pass  # absorbed, as graceful-shutdown code does: cancelling() stays 1
-        async with Env(server.url, message_timeout=0.3) as env:
+        async with Env(server.url, message_timeout=IN_TIME) as env:
             await env.reset()
             with pytest.raises(MessageTimeout):
-                await env.step({"delta": 1, "sleep": 1.0})
+                await env.step({"delta": 1, "sleep": TOO_LATE})
 
     await asyncio.create_task(body())
 

@@ -13,7 +13,7 @@ from websockets.sync.client import connect
 from openenv.server.protocol import EnvProtocol
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
-from .envs import CounterEnv
+from .envs import IN_TIME, CounterEnv
 
 
 def _rpc(client: httpx.Client, method: str, params: dict[str, Any] | None = None, rid: int = 1) -> Any:
@@ -92,14 +92,14 @@ def test_idle_ws_clients_are_closed_and_busy_ones_are_not(asgi_server_factory: A
     """One idle timer per connection (not a ``wait_for`` per frame): silent clients get 1001, slow steps do not."""
     from websockets.exceptions import ConnectionClosed
 
-    server = asgi_server_factory(CounterEnv, max_sessions=2, idle_timeout=0.5)
+    server = asgi_server_factory(CounterEnv, max_sessions=2, idle_timeout=IN_TIME)
     with connect(server.ws_url) as busy, connect(server.ws_url) as silent:
         for conn in (busy, silent):
             conn.send(json.dumps({"type": "reset"}))
             assert json.loads(conn.recv(timeout=10))["type"] == "observation"
         # a step longer than idle_timeout is not idleness; the clock restarts after its reply, so the
         # next frame is served (sent with the step: a loaded client replying late cannot expire it)
-        busy.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.8}}))
+        busy.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": IN_TIME + 1.0}}))
         busy.send(json.dumps({"type": "state"}))
         assert json.loads(busy.recv(timeout=10))["type"] == "observation"
         assert json.loads(busy.recv(timeout=10))["type"] == "state"

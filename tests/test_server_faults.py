@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 from openenv.server import EnvServer
 from openenv.server.app import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
 
-from .envs import BasicCounterObservation, CounterEnv
+from .envs import IN_TIME, BasicCounterObservation, CounterEnv
 
 
 def ws(srv: EnvServer, **kwargs: Any) -> ClientConnection:
@@ -90,11 +90,11 @@ def _expect_idle_close(idle: list[ClientConnection]) -> None:
 
 def test_busy_sessions_are_not_idle() -> None:
     """The idle clock runs only while the server waits for a message, and restarts with each."""
-    with EnvServer(CounterEnv, idle_timeout=0.5) as srv, ws(srv) as conn:
+    with EnvServer(CounterEnv, idle_timeout=IN_TIME) as srv, ws(srv) as conn:
         ask(conn, {"type": "reset"})
         # a step that takes longer than idle_timeout is not idleness; the next frame is served (sent
         # with the step: a loaded client replying late cannot expire it)
-        conn.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": 0.8}}))
+        conn.send(json.dumps({"type": "step", "data": {"delta": 1, "sleep": IN_TIME + 1.0}}))
         conn.send(json.dumps({"type": "state"}))
         assert json.loads(conn.recv(timeout=10))["type"] == "observation"
         assert json.loads(conn.recv(timeout=10))["type"] == "state"

@@ -23,7 +23,7 @@ from openenv.server import EnvServer, _http
 from openenv.server.protocol import EnvProtocol
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
-from .envs import CounterEnv
+from .envs import IN_TIME, CounterEnv
 from .soak import start_server, usage
 
 TRANSPORTS = ["embedded", "asgi"]
@@ -258,7 +258,7 @@ def _rpc(client: httpx.Client, method: str, **params: Any) -> Any:
 
 def test_unused_mcp_sessions_expire_and_free_their_slots(asgi_server_factory: Any) -> None:
     """``openenv/session/create`` and nothing more (or a production-mode client killed) no longer locks the server."""
-    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=0.3)
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=IN_TIME)
     with httpx.Client(base_url=server.url) as client:
         sids = [_rpc(client, "openenv/session/create")["result"]["session_id"] for _ in range(2)]
         assert _rpc(client, "openenv/session/create")["error"]["code"] == -32000  # full

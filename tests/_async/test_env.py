@@ -30,8 +30,8 @@ from openenv.aio import (
 )
 from openenv.server.echo import EchoAction, EchoObservation, EchoState
 
-from ..envs import CounterEnv, reply_ok
-from ..helpers_async import gather, sleep
+from ..envs import IN_TIME, TOO_LATE, CounterEnv, reply_ok
+from ..helpers_async import gather, sleep, until
 
 ECHO = Codec(action=EchoAction, observation=EchoObservation, state=EchoState)
 
@@ -217,10 +217,10 @@ async def test_capacity_refused_at_connect(server_factory: Any) -> None:
 
 
 async def test_idle_timeout_loses_the_episode_then_reset_recovers(server_factory: Any) -> None:
-    server = server_factory(CounterEnv, max_sessions=1, idle_timeout=0.3)
+    server = server_factory(CounterEnv, max_sessions=1, idle_timeout=IN_TIME)
     async with Env(server.url) as env:
         await env.reset(start=1)
-        await sleep(1.0)  # the server closes the idle session (1001) and frees its slot
+        await until(lambda: server.active_sessions == 0)  # the server closed the idle session (1001)
         with pytest.raises(SessionLost, match="idle timeout"):
             await env.step({"delta": 1})
         assert (await env.reset(start=5)).observation["count"] == 5  # reconnects into the freed slot
@@ -228,10 +228,10 @@ async def test_idle_timeout_loses_the_episode_then_reset_recovers(server_factory
 
 
 async def test_message_timeout_loses_the_episode(counter_server: Any) -> None:
-    async with Env(counter_server.url, message_timeout=0.3) as env:
+    async with Env(counter_server.url, message_timeout=IN_TIME) as env:
         await env.reset(start=1)
         with pytest.raises(MessageTimeout) as info:
-            await env.step({"delta": 1, "sleep": 1.0})
+            await env.step({"delta": 1, "sleep": TOO_LATE})
         assert isinstance(info.value, TimeoutError)
         assert isinstance(info.value, SessionLost)
         assert not env.connected
@@ -245,9 +245,9 @@ async def test_message_timeout_loses_the_episode(counter_server: Any) -> None:
 
 
 async def test_timeout_before_any_episode_reconnects_quietly(counter_server: Any) -> None:
-    async with Env(counter_server.url, message_timeout=0.3) as env:
+    async with Env(counter_server.url, message_timeout=IN_TIME) as env:
         with pytest.raises(MessageTimeout):
-            await env.step({"delta": 1, "sleep": 1.0})
+            await env.step({"delta": 1, "sleep": TOO_LATE})
         state = await env.state()  # nothing was lost: a fresh session answers
         assert state["step_count"] == 0
 
@@ -447,14 +447,14 @@ async def test_compression_is_off_on_loopback_by_default(script_server: Any) -> 
 
 
 async def test_message_timeout_is_per_reply_not_per_session(counter_server: Any) -> None:
-    async with Env(counter_server.url, message_timeout=0.5) as env:
+    async with Env(counter_server.url, message_timeout=IN_TIME) as env:
         await env.reset()
-        await sleep(0.7)  # idle longer than the timeout: nothing to time out
+        await sleep(IN_TIME + 0.5)  # idle longer than the timeout: nothing to time out
         for _ in range(4):  # together longer than the timeout, each reply in time
-            await env.step({"delta": 1, "sleep": 0.2})
+            await env.step({"delta": 1, "sleep": IN_TIME / 3})
         assert (await env.state())["total"] == 4
         with pytest.raises(MessageTimeout):
-            await env.step({"delta": 1, "sleep": 1.0})
+            await env.step({"delta": 1, "sleep": TOO_LATE})
 
 
 async def test_close_during_a_call_ends_it_and_never_reconnects(counter_server: Any) -> None:

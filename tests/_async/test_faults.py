@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,9 +31,10 @@ from openenv.aio import (
 )
 
 from .. import leaks
+from ..envs import IN_TIME, TOO_LATE
 from ..faultproxy import FaultProxy
 from ..faultservers import RawServer, ServerProcess, cut_tcp, reply
-from ..helpers_async import assert_no_leaks, close_from_another_thread, gather, sleep
+from ..helpers_async import assert_no_leaks, close_from_another_thread, gather, sleep, until
 
 
 @pytest.fixture
@@ -153,10 +154,10 @@ async def test_restart_mid_episode_raises_session_lost_until_reset(server: Serve
 
 async def test_stalled_server_process_loses_the_episode_then_reset_gets_its_own_reply(server: ServerProcess) -> None:
     before = leaks.snapshot()
-    env = Env(server.url, message_timeout=0.3)
+    env = Env(server.url, message_timeout=IN_TIME)
     await env.reset(start=1)
-    with pytest.raises(MessageTimeout, match="message_timeout=0.3"):
-        await env.step({"delta": 1, "sleep": 1.0})  # the server answers 0.7 s too late
+    with pytest.raises(MessageTimeout, match=f"message_timeout={IN_TIME}"):
+        await env.step({"delta": 1, "sleep": TOO_LATE})  # the server answers, too late
     assert not env.connected
     with pytest.raises(SessionLost, match="reset"):
         await env.step({"delta": 1})
@@ -166,19 +167,28 @@ async def test_stalled_server_process_loses_the_episode_then_reset_gets_its_own_
     await assert_no_leaks(before)
 
 
-def _stall_then_answer(ws: Any, frame: str, n: int) -> None:
-    if "stall" in frame:
-        time.sleep(1.0)  # past the client's message_timeout, then answer anyway
-        reply(ws, frame, late=True)
-        return
-    reply(ws, frame)
+def _stall_then_answer(answered: threading.Event) -> Callable[[Any, str, int], None]:
+    """A handler that answers a frame saying ``stall`` past the client's message_timeout, then sets ``answered``."""
+
+    def handle(ws: Any, frame: str, n: int) -> None:
+        if "stall" in frame:
+            try:
+                time.sleep(TOO_LATE)
+                reply(ws, frame, late=True)  # answer anyway
+            finally:
+                answered.set()
+            return
+        reply(ws, frame)
+
+    return handle
 
 
 @pytest.mark.parametrize("where", ["reset", "step"])
 async def test_a_late_reply_is_never_returned_to_a_later_call(raw_servers: Any, where: str) -> None:
-    raw = raw_servers(_stall_then_answer)
+    answered = threading.Event()
+    raw = raw_servers(_stall_then_answer(answered))
     before = leaks.snapshot()
-    env = Env(raw.url, message_timeout=0.3)
+    env = Env(raw.url, message_timeout=IN_TIME)
     if where == "reset":
         with pytest.raises(MessageTimeout):
             await env.reset(seed=1, stall=True)
@@ -190,7 +200,7 @@ async def test_a_late_reply_is_never_returned_to_a_later_call(raw_servers: Any, 
     assert result.observation == {"seed": 2, "delta": None}
     for delta in (3, 4):
         assert (await env.step({"delta": delta})).observation == {"seed": None, "delta": delta}
-    await sleep(1.0)  # the late reply is written by now: still never seen
+    await until(answered.is_set, timeout=TOO_LATE + 10)  # the late reply was written: still never seen
     assert (await env.step({"delta": 5})).observation == {"seed": None, "delta": 5}
     await env.close()
     raw.close()  # in-process: its sockets and threads go first
@@ -269,10 +279,10 @@ async def test_proxy_cuts_the_connection_mid_frame(proxy: FaultProxy, how: Any) 
 
 async def test_proxy_black_holes_an_open_session(proxy: FaultProxy) -> None:
     before = leaks.snapshot()
-    env = Env(proxy.url, message_timeout=0.5, connect_timeout=0.5)
+    env = Env(proxy.url, message_timeout=IN_TIME, connect_timeout=IN_TIME)
     await env.reset(start=1)
     proxy.blackhole = True
-    with pytest.raises(MessageTimeout, match="message_timeout=0.5"):
+    with pytest.raises(MessageTimeout, match=f"message_timeout={IN_TIME}"):
         await env.step({"delta": 1})
     with pytest.raises(SessionLost, match="reset"):
         await env.step({"delta": 1})

@@ -30,17 +30,9 @@ from openenv.aio import (
     SessionLost,
 )
 
-from ..envs import PeakEnv
-from ..helpers_async import gather, sleep
+from ..envs import IN_TIME, TOO_LATE, PeakEnv
+from ..helpers_async import gather, sleep, until
 from ..leaks import alive
-
-
-async def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait until the server side caught up (a closed session frees its slot a moment later)."""
-    end = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < end, "condition never became true"
-        await sleep(0.02)
 
 
 async def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any) -> None:
@@ -66,7 +58,7 @@ async def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any
             await pool.step({"delta": 1})  # type: ignore[arg-type]
         with pytest.raises(IndexError):
             await pool.step([{"delta": 1}], ids=[4])
-    await _until(lambda: server.active_sessions == 0)
+    await until(lambda: server.active_sessions == 0)
 
 
 async def test_steps_run_concurrently_on_the_server() -> None:
@@ -104,7 +96,8 @@ async def test_max_concurrency_caps_requests_in_flight() -> None:
 async def test_step_async_and_recv_return_the_fast_sessions_first(counter_server: Any) -> None:
     async with EnvPool(counter_server.url, size=3) as pool:
         await pool.reset()
-        await pool.step_async([{"delta": 1, "sleep": 1.0}, {"delta": 2}, {"delta": 3, "sleep": 1.0}])
+        slow = {"sleep": TOO_LATE}  # the fast session's two replies come first, even on a loaded machine
+        await pool.step_async([{"delta": 1, **slow}, {"delta": 2}, {"delta": 3, **slow}])
         with pytest.raises(SessionBusy):
             await pool.step([{"delta": 1}] * 3)  # replies are outstanding
         first = await pool.recv(min_results=1)
@@ -182,15 +175,15 @@ async def test_pool_error_keys_results_and_errors_by_pool_index(counter_server: 
 
 
 async def test_a_timed_out_session_is_reported_and_the_others_come_back(counter_server: Any) -> None:
-    async with EnvPool(counter_server.url, size=3, message_timeout=0.5) as pool:
+    async with EnvPool(counter_server.url, size=3, message_timeout=IN_TIME) as pool:
         await pool.reset()
         with pytest.raises(PoolError) as info:
-            await pool.step([{"delta": 1}, {"delta": 1, "sleep": 2.0}, {"delta": 1}])
+            await pool.step([{"delta": 1}, {"delta": 1, "sleep": TOO_LATE}, {"delta": 1}])
         assert isinstance(info.value.errors[1], MessageTimeout)
         assert {i: r is None for i, r in info.value.results.items()} == {0: False, 1: True, 2: False}
         # recv reports a timeout as a completion (never waits past message_timeout)
         await pool.reset(ids=[1])
-        await pool.step_async([{"delta": 1, "sleep": 2.0}], ids=[1])
+        await pool.step_async([{"delta": 1, "sleep": TOO_LATE}], ids=[1])
         (done,) = await pool.recv()
         assert done.index == 1 and isinstance(done.error, MessageTimeout) and not done.ok
 
@@ -214,18 +207,18 @@ async def test_a_step_on_sessions_lost_mid_episode_says_so_and_opens_nothing(ser
     and stepped fresh server sessions that had no episode: the loss went unnoticed.
     """
     server = server_factory(max_sessions=4)
-    async with EnvPool(server.url, size=2, message_timeout=0.5) as pool:
+    async with EnvPool(server.url, size=2, message_timeout=IN_TIME) as pool:
         await pool.reset()
         async with pool.checkout() as first, pool.checkout() as second:
             for env in (first, second):
                 with pytest.raises(MessageTimeout):
-                    await env.step({"delta": 1, "sleep": 2.0})
+                    await env.step({"delta": 1, "sleep": TOO_LATE})
         with pytest.raises(PoolError) as info:
             await pool.step([{"delta": 1}, {"delta": 1}])
         assert sorted(info.value.errors) == [0, 1]
         assert all(isinstance(e, SessionLost) for e in info.value.errors.values()), info.value.errors
         # nothing was reopened for the step (the lost sessions end once their sleeping steps do)
-        await _until(lambda: server.active_sessions == 0)
+        await until(lambda: server.active_sessions == 0)
         results = await pool.reset()  # a reset reopens them, together
         assert [r.observation["count"] for r in results] == [0, 0]
 
@@ -298,7 +291,7 @@ async def test_opening_waits_while_the_server_is_full(server_factory: Any) -> No
         await pool.close()
         await blocker.close()
 
-    await _until(lambda: server.active_sessions == 0)  # the server frees slots just after the close handshake
+    await until(lambda: server.active_sessions == 0)  # the server frees slots just after the close handshake
     async with Env(server.url), Env(server.url):
         full = EnvPool(server.url, capacity_timeout=0.3)
         with pytest.raises(CapacityReached, match="still full after waiting capacity_timeout=0.3 s"):
@@ -331,13 +324,13 @@ async def test_resize_up_and_down(server_factory: Any) -> None:
     async with EnvPool(server.url, size=2) as pool:
         await pool.resize(4)
         assert len(pool) == 4 and pool.metrics.active == 4
-        await _until(lambda: server.active_sessions == 4)
+        await until(lambda: server.active_sessions == 4)
         assert [r.observation["count"] for r in await pool.reset(kwargs={"start": 1})] == [1] * 4
         await pool.resize(1)
         assert len(pool) == 1
-        await _until(lambda: server.active_sessions == 1)
+        await until(lambda: server.active_sessions == 1)
         assert (await pool.step([{"delta": 1}]))[0].observation["count"] == 2
-    await _until(lambda: server.active_sessions == 0)
+    await until(lambda: server.active_sessions == 0)
 
 
 async def test_close_releases_everything_and_misuse_is_refused(server_factory: Any) -> None:
@@ -349,11 +342,11 @@ async def test_close_releases_everything_and_misuse_is_refused(server_factory: A
         EnvPool(server.url, on_failure="ignore")  # type: ignore[arg-type]
     async with pool:
         await pool.reset()
-        await _until(lambda: server.active_sessions == 4)
+        await until(lambda: server.active_sessions == 4)
         await pool.step_async([{"delta": 1, "sleep": 0.5}] * 4)
     # closed with replies outstanding: every session is gone
     assert pool.closed and all(env.closed for env in pool.envs)
-    await _until(lambda: server.active_sessions == 0)
+    await until(lambda: server.active_sessions == 0)
     with pytest.raises(EnvClosed):
         await pool.step([{"delta": 1}] * 4)
     await pool.close()  # idempotent
@@ -539,7 +532,7 @@ async def test_capacity_retries_of_reset_run_together_within_one_deadline() -> N
             async def open_once_every_session_waits() -> None:
                 # every session's first reset is refused at once; retried one after another, the second
                 # server would not hear its retry before the first has room (never, here)
-                await _until(lambda: all(retried(s) for s in servers))
+                await until(lambda: all(retried(s) for s in servers))
                 opened[0] = True
 
             results, _ = await gather(reset, open_once_every_session_waits)
@@ -571,23 +564,23 @@ async def test_step_under_max_concurrency_reads_whichever_reply_comes_first() ->
 
 
 async def test_stale_completions_are_dropped_on_reset_and_replace(counter_server: Any) -> None:
-    async with EnvPool(counter_server.url, size=2, message_timeout=0.5) as pool:
+    async with EnvPool(counter_server.url, size=2, message_timeout=IN_TIME) as pool:
         await pool.reset()
         with pytest.raises(PoolError):
-            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[0])  # session 0 fails (and stays failed)
+            await pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[0])  # session 0 fails (and stays failed)
         await pool.step_async([{"delta": 1}], ids=[0])  # reported by the next recv: nothing was sent
         await pool.reset(ids=[0])
         await pool.step_async([{"delta": 1}], ids=[0])
         done = await pool.recv()
         assert [(c.index, c.ok) for c in done] == [(0, True)]
         with pytest.raises(PoolError):
-            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[0])
+            await pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[0])
         await pool.step_async([{"delta": 1}], ids=[0])
         await pool.replace(0)
         assert await pool.recv() == []
         # a removed session's outcome does not come back for the new session at its index
         with pytest.raises(PoolError):
-            await pool.step([{"delta": 1, "sleep": 1.0}], ids=[1])
+            await pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[1])
         await pool.step_async([{"delta": 1}], ids=[1])
         await pool.resize(1)
         await pool.resize(2)
@@ -738,7 +731,7 @@ async def test_a_big_pool_has_at_most_64_handshakes_under_way(opening: str) -> N
     async def open_all() -> None:
         await (pool.connect() if opening == "connect" else pool.reset())
 
-    async def until(condition: Callable[[], bool]) -> None:
+    async def seen(condition: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 60
         while not condition():
             assert time.monotonic() < deadline, listener.events
@@ -746,12 +739,12 @@ async def test_a_big_pool_has_at_most_64_handshakes_under_way(opening: str) -> N
 
     async def hold_then_refuse() -> int:
         try:
-            await until(lambda: listener.opened >= 64)
+            await seen(lambda: listener.opened >= 64)
             await sleep(1.0)  # the other 16 would have arrived by now
             held = listener.opened
         finally:
             listener.refuse()  # the 64 handshakes fail at once, and the 16 after them
-        await until(lambda: listener.opened == 80)
+        await seen(lambda: listener.opened == 80)
         return held
 
     try:
