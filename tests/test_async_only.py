@@ -16,7 +16,7 @@ async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: A
     server = server_factory(CounterEnv, max_sessions=2)
     env = Env(server.url)
     await env.reset(start=1)
-    task = asyncio.create_task(env.step({"delta": 1, "sleep": 1.0}))
+    task = asyncio.create_task(env.step({"delta": 1, "sleep": TOO_LATE}))
     await asyncio.sleep(0.2)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -34,7 +34,7 @@ async def test_timeout_from_the_caller_is_cancellation(server_factory: Any) -> N
         await env.reset()
         # asyncio.TimeoutError is TimeoutError from Python 3.11 on; 3.10's wait_for raises its own
         with pytest.raises((TimeoutError, asyncio.TimeoutError)):
-            await asyncio.wait_for(env.step({"delta": 1, "sleep": 1.0}), 0.2)
+            await asyncio.wait_for(env.step({"delta": 1, "sleep": TOO_LATE}), 0.2)
         with pytest.raises(SessionLost):
             await env.state()
 

@@ -22,7 +22,8 @@ import pytest
 
 from openenv.sync import Env, SessionLost
 
-from .envs import CounterEnv
+from .envs import TOO_LATE, CounterEnv
+from .helpers_sync import until
 
 
 def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
@@ -72,7 +73,7 @@ def test_ctrl_c_during_a_step_loses_the_session_cleanly(server_factory: Any) -> 
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        env.step({"delta": 1, "sleep": 1.5})
+        env.step({"delta": 1, "sleep": TOO_LATE})
     timer.join()
     assert not env.connected
     with pytest.raises(SessionLost, match="interrupted"):
@@ -445,7 +446,7 @@ def test_an_overloaded_server_refusing_mid_handshake_gives_a_connect_error(caplo
     caplog.set_level(logging.ERROR, logger="openenv.websockets")
     with EnvServer(CounterEnv, port=0, max_pending=1, handshake_timeout=60) as server:
         with socket.create_connection((server.host, server.port)):  # holds the one pending slot
-            time.sleep(0.2)
+            until(lambda: server.pending_connections == 1)
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
                 outcomes = list(pool.map(connect_once, range(400)))
     assert "connected" not in outcomes

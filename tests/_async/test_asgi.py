@@ -11,14 +11,11 @@ from openenv.aio import CapacityReached, Env, ExecutionError, ServerValidationEr
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
 from ..envs import CounterEnv
-from ..helpers_async import sleep
+from ..helpers_async import until
 
 
 async def _until_free(server: Any) -> int:
-    for _ in range(200):  # the server ends a session when it sees the disconnect
-        if server.active_sessions == 0:
-            break
-        await sleep(0.01)
+    await until(lambda: server.active_sessions == 0)  # the server ends a session when it sees the disconnect
     return int(server.active_sessions)
 
 

@@ -68,7 +68,7 @@ async def test_steps_run_concurrently_on_the_server() -> None:
     with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=4) as server:
         async with EnvPool(server.url, size=4) as pool:
             await pool.reset()
-            await pool.step([{"delta": 1, "sleep": 0.3}] * 4)
+            await pool.step([{"delta": 1, "sleep": TOO_LATE}] * 4)
     assert PeakEnv.peak == 4  # all four were running at once: sent before any reply was read
 
 
@@ -79,10 +79,10 @@ async def test_max_concurrency_caps_requests_in_flight() -> None:
     with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=5) as server:
         async with EnvPool(server.url, size=5, max_concurrency=2) as pool:
             await pool.reset()
-            results = await pool.step([{"delta": i, "sleep": 0.1} for i in range(5)])
+            results = await pool.step([{"delta": i, "sleep": 0.5} for i in range(5)])
             assert [r.observation["count"] for r in results] == [0, 1, 2, 3, 4]
             assert PeakEnv.peak == 2
-            await pool.step_async([{"delta": 1, "sleep": 0.1}] * 5)
+            await pool.step_async([{"delta": 1, "sleep": 0.5}] * 5)
             metrics = pool.metrics
             assert (metrics.in_flight, metrics.queued) == (2, 3)
             done: list[Completed[Any]] = []
@@ -109,7 +109,7 @@ async def test_step_async_and_recv_return_the_fast_sessions_first(counter_server
         counts = {c.index: c.result.observation["count"] for c in rest if c.result is not None}
         assert counts == {0: 1, 1: 7, 2: 3}
         assert await pool.recv() == []  # nothing outstanding
-        await pool.step_async([{"delta": 1, "sleep": 1.0}], ids=[0])
+        await pool.step_async([{"delta": 1, "sleep": TOO_LATE}], ids=[0])
         assert await pool.recv(timeout=0.05) == []  # nothing arrived in time
         assert [c.index for c in await pool.recv()] == [0]
 
@@ -446,12 +446,12 @@ async def test_a_failed_send_under_max_concurrency_does_not_strand_the_queue(
 
 
 async def test_step_replies_are_due_message_timeout_after_their_send(counter_server: Any) -> None:
-    async with EnvPool(counter_server.url, size=2, message_timeout=2.5) as pool:
+    async with EnvPool(counter_server.url, size=2, message_timeout=4.0) as pool:
         await pool.reset()
-        # session 1's reply comes 2.8 s after its send: late, even though it is read after session 0's (0.5 s),
-        # and would be in time if its 2.5 s counted from then.  Session 0 has 2 s to spare on a busy machine.
+        # session 1's reply comes 5.5 s after its send: late (by 1.5 s), even though it is read after session 0's
+        # (2 s), and would be in time if its 4 s counted from then.  Session 0 has 2 s to spare on a busy machine.
         with pytest.raises(PoolError) as info:
-            await pool.step([{"delta": 1, "sleep": 0.5}, {"delta": 1, "sleep": 2.8}])
+            await pool.step([{"delta": 1, "sleep": 2.0}, {"delta": 1, "sleep": 5.5}])
         assert set(info.value.errors) == {1} and isinstance(info.value.errors[1], MessageTimeout)
         assert info.value.results[0] is not None and info.value.results[0].observation["count"] == 1
 
@@ -557,7 +557,8 @@ async def test_step_under_max_concurrency_reads_whichever_reply_comes_first() ->
     with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=3) as server:
         async with EnvPool(server.url, size=3, max_concurrency=2) as pool:
             await pool.reset()
-            results = await pool.step([{"delta": 1, "sleep": 0.5}, {"delta": 2}, {"delta": 3, "sleep": 0.5}])
+            slow = {"sleep": TOO_LATE}
+            results = await pool.step([{"delta": 1, **slow}, {"delta": 2}, {"delta": 3, **slow}])
             assert [r.observation["count"] for r in results] == [1, 2, 3]
     # session 1's quick reply freed its slot: session 2 went out while session 0 still ran
     assert PeakEnv.sleep_peak == 2
@@ -590,7 +591,7 @@ async def test_stale_completions_are_dropped_on_reset_and_replace(counter_server
 async def test_recv_with_timeout_zero_polls(counter_server: Any) -> None:
     async with EnvPool(counter_server.url, size=1) as pool:
         await pool.reset()
-        await pool.step_async([{"delta": 1, "sleep": 0.5}])
+        await pool.step_async([{"delta": 1, "sleep": TOO_LATE}])
         assert await pool.recv(timeout=0) == []
         (done,) = await pool.recv()
         assert done.ok

@@ -11,14 +11,11 @@ from openenv.sync import CapacityReached, Env, ExecutionError, ServerValidationE
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
 from ..envs import CounterEnv
-from ..helpers_sync import sleep
+from ..helpers_sync import until
 
 
 def _until_free(server: Any) -> int:
-    for _ in range(200):  # the server ends a session when it sees the disconnect
-        if server.active_sessions == 0:
-            break
-        sleep(0.01)
+    until(lambda: server.active_sessions == 0)  # the server ends a session when it sees the disconnect
     return int(server.active_sessions)
 
 

@@ -191,13 +191,8 @@ def test_capacity_refusal(server_factory: Any) -> None:
     assert info.value.max_sessions == 1
     assert "capacity" in str(info.value)
     first.close()
-    for _ in range(50):  # the server frees the slot once it sees the disconnect
-        try:
-            result = second.reset(start=4)
-            break
-        except CapacityReached:
-            sleep(0.05)
-    assert result.observation["count"] == 4
+    until(lambda: server.active_sessions == 0)  # the server frees the slot once it sees the disconnect
+    assert (second.reset(start=4)).observation["count"] == 4
     second.close()
 
 
@@ -284,8 +279,9 @@ def test_concurrent_calls_on_one_session_are_refused(counter_server: Any) -> Non
     with Env(counter_server.url) as env:
         env.reset()
         first, second = gather(
-            lambda: env.step({"delta": 1, "sleep": 0.5}),
+            lambda: env.step({"delta": 1, "sleep": TOO_LATE}),  # still running when the second call comes
             lambda: env.step({"delta": 1}),
+            stagger=0.5,
         )
         assert isinstance(first, StepResult)
         assert isinstance(second, SessionBusy)
@@ -459,7 +455,7 @@ def test_message_timeout_is_per_reply_not_per_session(counter_server: Any) -> No
 
 def test_close_during_a_call_ends_it_and_never_reconnects(counter_server: Any) -> None:
     env = Env(counter_server.url).connect()
-    stepped, closed = gather(lambda: env.step({"delta": 1, "sleep": 0.5}), env.close)
+    stepped, closed = gather(lambda: env.step({"delta": 1, "sleep": TOO_LATE}), env.close)
     assert isinstance(stepped, SessionLost)
     assert closed is None
     assert env.closed and not env.connected

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from openenv._shim_sync import ws_pending
 from openenv.sync import (
     CapacityReached,
     ConnectError,
@@ -64,6 +65,12 @@ def raw_servers() -> Iterator[Any]:
     yield start
     for raw in started:
         raw.close()
+
+
+def _unread(env: Env) -> bool:
+    """Whether a message waits on ``env``'s connection that no call has read."""
+    ws = env._ws
+    return ws is not None and ws_pending(ws)
 
 
 def _reset_when_free(env: Env, **kwargs: Any) -> StepResult[Any]:
@@ -371,7 +378,7 @@ def test_two_replies_to_one_request_never_answer_the_next_call(raw_servers: Any)
     env = Env(raw.url)
     assert (env.reset(seed=1)).observation == {"seed": 1, "delta": None}
     assert sent_both.wait(5)
-    sleep(0.2)  # the duplicate reaches the client's socket
+    until(lambda: _unread(env))  # the duplicate reached the client's socket
     with pytest.raises(ProtocolError, match="answers no request"):
         env.step({"delta": 1})  # never answered with the duplicate
     assert not env.connected
@@ -428,7 +435,7 @@ def test_a_late_duplicate_reply_is_the_next_calls_result_or_a_protocol_error(raw
             call(2)  # frame 2: the duplicate (id of frame 1) is refused at once
     else:
         assert call(2) == first  # frame 2: the duplicate of frame 1's reply is returned
-        sleep(0.2)  # frame 2's own reply reaches the client's socket
+        until(lambda: _unread(env))  # frame 2's own reply reached the client's socket
         with pytest.raises(ProtocolError, match="answers no request"):
             call(3)  # nothing sent: frame 2's reply is waiting, unasked for
     assert not env.connected

@@ -15,6 +15,7 @@ from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, Se
 from openenv.server import Environment, EnvServer
 
 from ..envs import ArenaEnv, CounterEnv, GuessEnv, PenaltyToolsEnv
+from ..helpers_sync import until
 
 # Tool calls score only when they go through the step loop (the environment's
 # step_tool hook): the contract of Env.call_tool in simulation mode, merged from
@@ -300,6 +301,7 @@ def test_waits_for_capacity_with_backoff(server_factory: Any) -> None:
         with pytest.raises(CapacityReached, match="still full after 0.3 s"):
             second.reset()
         first.close()
+        until(lambda: server.active_sessions == 0)  # the server saw the close
         second.reset()  # the slot is free again
         assert second.step(delta=1) == '{"count":1,"note":"","blob":""}'
     finally:
@@ -328,11 +330,7 @@ def test_instances_check_sessions_out_of_a_shared_pool(guess_server: Any) -> Non
         assert pool.metrics.checked_out == 0
         results = pool.reset()
         assert len(results) == 2
-    for _ in range(200):  # the server ends a session once it has read the close
-        if guess_server.active_sessions == 0:
-            break
-        sleep(0.01)
-    assert guess_server.active_sessions == 0
+    until(lambda: guess_server.active_sessions == 0)  # the server ends a session once it has read the close
 
 
 def test_render_option(echo_server: Any) -> None:
