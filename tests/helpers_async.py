@@ -26,7 +26,7 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+async def until(check: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait until the server side caught up (a closed session frees its slot a moment later)."""
     end = time.monotonic() + timeout
     while not check():

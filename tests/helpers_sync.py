@@ -83,7 +83,7 @@ def assert_no_leaks(before: Any, timeout: float = 10.0) -> None:
     leaks.assert_no_leaks(before, timeout)
 
 
-def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+def until(check: Callable[[], bool], timeout: float = 30.0) -> None:
     """Wait until the server side caught up (a closed session frees its slot a moment later)."""
     end = time.monotonic() + timeout
     while not check():

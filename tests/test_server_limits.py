@@ -274,9 +274,9 @@ def test_unused_mcp_sessions_expire_and_free_their_slots(asgi_server_factory: An
 
 
 def test_mcp_sessions_in_use_do_not_expire(asgi_server_factory: Any) -> None:
-    # idle_timeout 1.5 s, each session used every 0.1 s for 3.3 s (two timeouts): a scheduling stall
-    # of more than a second on a loaded machine is needed to expire one wrongly
-    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=1.5)
+    # each session used every 0.1 s for two idle timeouts: only a stall of a whole IN_TIME between two uses
+    # could expire one wrongly (1.5 s was not enough: a loaded run took that long for one pass of the loop)
+    server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=2, idle_timeout=IN_TIME)
     # uvicorn's first upgrade imports its WebSocket stack, which took more than the idle timeout on a
     # loaded machine: do it before any session's clock runs (a session created first expired meanwhile)
     with connect(server.ws_url, open_timeout=30) as warm:
@@ -287,11 +287,12 @@ def test_mcp_sessions_in_use_do_not_expire(asgi_server_factory: Any) -> None:
         by_http = _rpc(client, "openenv/session/create")["result"]["session_id"]
         by_ws = _rpc(client, "openenv/session/create")["result"]["session_id"]
         with connect(f"{server.ws_url}?session_id={by_ws}", open_timeout=10) as ws:
-            for _ in range(33):
-                time.sleep(0.1)
-                assert _rpc(client, "tools/call", name="add", arguments={"a": 1, "b": 2}, session_id=by_http)["result"]
+            end = time.monotonic() + 2 * IN_TIME + 0.3
+            while time.monotonic() < end:
                 ws.send(json.dumps({"type": "state"}))
                 assert json.loads(ws.recv(timeout=10))["type"] == "state"
+                assert _rpc(client, "tools/call", name="add", arguments={"a": 1, "b": 2}, session_id=by_http)["result"]
+                time.sleep(0.1)
         # the WebSocket went away; the session is still there, its idle clock starting now
         assert _rpc(client, "tools/list", session_id=by_ws)["result"]
         assert server.active_sessions == 2

@@ -75,7 +75,7 @@ def _unread(env: Env) -> bool:
 
 async def _reset_when_free(env: Env, **kwargs: Any) -> StepResult[Any]:
     """``reset`` once the server has freed a slot (it sees a dropped session a moment later)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while True:
         try:
             return await env.reset(**kwargs)
