@@ -17,6 +17,7 @@ import pytest
 
 from openenv.sync import CapacityReached, EnvPool, environment_factory
 
+from ..envs import IN_TIME
 from ..leaks import alive
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
@@ -89,12 +90,15 @@ def test_environment_factory_waits_at_max_servers(tmp_path: Path, monkeypatch: p
 def test_starting_one_more_server_does_not_eat_the_capacity_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Each server takes 3 s to come up, longer than the 2 s capacity_timeout, and 0.5 s to free the
-    # slot of the client that started it. b's reset starts the second server (bounded by
-    # ready_timeout), is refused while that slot is freed, and must still get its 2 s of waiting.
+    # Each server takes longer to come up than the capacity_timeout, and 0.5 s to free the slot of the
+    # client that started it. b's reset starts the second server (bounded by ready_timeout), is refused
+    # while that slot is freed, and must still get its whole capacity_timeout of waiting (IN_TIME to spare).
     checkout = _checkout(tmp_path, monkeypatch)
-    slow = {"SOLO_ECHO_START_DELAY": "3", "SOLO_ECHO_CLOSE_DELAY": "0.5"}
-    cls = environment_factory(checkout, ready_timeout=60, capacity_timeout=2, max_servers=2, env_vars=slow)
+    capacity_timeout = IN_TIME + 1.0
+    slow = {"SOLO_ECHO_START_DELAY": str(capacity_timeout + 1.0), "SOLO_ECHO_CLOSE_DELAY": "0.5"}
+    cls = environment_factory(
+        checkout, ready_timeout=60, capacity_timeout=capacity_timeout, max_servers=2, env_vars=slow
+    )
     try:
         a, b = cls(), cls()
         a.reset()
