@@ -14,7 +14,7 @@ from openenv.server import EnvServer
 from openenv.server.echo import EchoEnvironment
 
 from . import leaks, ray_clusters
-from .envs import CounterEnv, ScriptServer
+from .envs import BOOT, CounterEnv, ScriptServer
 
 
 @pytest.fixture
@@ -523,7 +523,7 @@ class OpenEnvEnvs:
         provider = DockerProvider(image, env_vars={"MAX_CONCURRENT_ENVS": str(OPENENV_ENV_CAPACITY)}, pull=False)
         url = provider.start()
         try:
-            provider.wait_until_ready(url, 90.0)
+            provider.wait_until_ready(url, BOOT)  # a released server's stack: see BOOT
         except BaseException:
             provider.stop()
             raise
@@ -559,7 +559,8 @@ def openenv_docker_envs(docker_engine: Any, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(
     params=[
         pytest.param("venv", marks=pytest.mark.interop, id="venv"),
-        pytest.param("docker", marks=pytest.mark.docker, id="docker"),
+        # one worker runs them all, so each module's containers boot once (--dist loadgroup), not on every worker
+        pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.xdist_group("openenv-docker-envs")], id="docker"),
     ]
 )
 def openenv_envs(request: pytest.FixtureRequest) -> OpenEnvEnvs:

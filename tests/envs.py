@@ -24,6 +24,11 @@ from openenv.server.tools import CallToolAction, ListToolsAction
 IN_TIME = 3.0
 #: How long a step that a test wants *timed out* sleeps on the server: well past :data:`IN_TIME`.
 TOO_LATE = 6.0
+#: How long a test waits for a released OpenEnv server (openenv-core's stack: FastAPI, gradio, ...) to come up, in a
+#: fresh interpreter or a container: another deadline to meet.  Idle, one boots in 5 s and five at once in 12 s; in
+#: CI, beside three other suites and the TRL step, two containers missed 90 s.  Waiting long costs nothing unless
+#: the server is broken, and a server that exits fails at once.
+BOOT = 240.0
 
 
 class BasicCounterAction(Action):

@@ -20,7 +20,7 @@ from openenv._cli import main
 from openenv.server import EnvServer
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
-from .envs import ChessEnv, WalkEnv
+from .envs import BOOT, ChessEnv, WalkEnv
 
 ServerFactory = Callable[..., EnvServer]
 
@@ -547,15 +547,16 @@ def test_run_on_openenvs_own_mcp_environment(capsys: pytest.CaptureFixture[str],
     from .conftest import OPENENV_ENV_IMAGES
 
     guess, duel = OPENENV_ENV_IMAGES["mcp_guess"], OPENENV_ENV_IMAGES["duel"]
+    boot = ("--ready-timeout", str(BOOT))  # openenv-core's stack: see BOOT
     # served by openenv-core 0.3.0; its action schema is CallToolAction (tool_name required)
-    code, out, err = _run(capsys, "run", guess, "--steps", "1")
+    code, out, err = _run(capsys, "run", guess, "--steps", "1", *boot)
     assert code == 0, err
     assert out.startswith("tools: guess, hint; no --action or --tool given, so each step calls hint()")
     assert "tool hint() -> " in out and "tool_name" not in out
-    code, out, err = _run(capsys, "run", guess, "--action", '{"type": "call_tool", "tool_name": ""}')
+    code, out, err = _run(capsys, "run", guess, "--action", '{"type": "call_tool", "tool_name": ""}', *boot)
     assert code == 1  # its answer: an observation whose error says "Unknown tool: ''"
     assert "the environment reported an error: tool_not_found: Unknown tool: ''" in err
-    code, out, err = _run(capsys, "run", duel, "--tool", "nosuch")
+    code, out, err = _run(capsys, "run", duel, "--tool", "nosuch", *boot)
     assert code == 2 and "this environment has no MCP tools" in err
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from openenv.sync import CapacityReached, EnvPool, environment_factory
 
-from ..envs import IN_TIME
+from ..envs import BOOT, IN_TIME
 from ..leaks import alive
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
@@ -212,7 +212,7 @@ def test_one_session_containers_per_instance_and_per_pool_session(docker_engine:
     before = set(_managed(docker_engine))
     try:
         cls = environment_factory(
-            "openenv/echo_env", registry=registry, env_vars=one, ready_timeout=120, capacity_timeout=60
+            "openenv/echo_env", registry=registry, env_vars=one, ready_timeout=BOOT, capacity_timeout=60
         )
         try:
             instances = [cls(), cls(), cls()]
@@ -236,7 +236,7 @@ def test_one_session_containers_per_instance_and_per_pool_session(docker_engine:
         docker_engine.images.get(image)
     except Exception as exc:  # noqa: BLE001 - image missing: say how to build it
         pytest.skip(f"{image} is missing ({exc}); run python3 scripts/docker_setup.py")
-    with EnvPool.from_docker_image(image, size=3, env_vars=one, ready_timeout=120) as pool:
+    with EnvPool.from_docker_image(image, size=3, env_vars=one, ready_timeout=BOOT) as pool:
         assert len(set(_managed(docker_engine)) - before) == 3
         results = pool.reset(seed=[1, 2, 3])
         assert all(r.observation["message"].startswith("Guess a number") for r in results)

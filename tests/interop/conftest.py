@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ..envs import BOOT
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 VENVS = Path(os.environ.get("OPENENV_INTEROP_VENVS", ROOT / ".nox" / "interop-releases"))
@@ -83,9 +85,9 @@ def _announced_url(proc: subprocess.Popen[bytes], log: Path, timeout: float = 24
     raise RuntimeError(f"server did not say where it listens in {timeout} s:\n{log.read_text()[-3000:]}")
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 240.0) -> None:
-    # generous: a released server imports its whole stack (FastAPI, gradio, ...) in a fresh interpreter,
-    # which takes minutes when CI's lanes share two cores; a server that exits fails at once
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = BOOT) -> None:
+    # generous (tests/envs.py, BOOT): a released server imports its whole stack (FastAPI, gradio, ...) in a
+    # fresh interpreter, which takes minutes when CI's lanes share two cores; a server that exits fails at once
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
