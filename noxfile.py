@@ -61,7 +61,7 @@ import nox.virtualenv
 nox.options.default_venv_backend = "uv|venv"
 # uv never downloads an interpreter: a missing python3.X fails the leg (--error-on-missing-interpreters)
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
-# uv compiles what it installs to bytecode, as pip does. The suites start hundreds of fresh interpreters
+# uv compiles what it installs to bytecode, as pip does. The suites start many fresh interpreters
 # (servers, CLI runs, children, released clients and servers), and where PYTHONDONTWRITEBYTECODE is set
 # (these machines) each would compile every module it imports again: our stack costs 0.95 s of CPU to
 # import that way, 0.41 s compiled; openenv-core 0.3.0's server (FastAPI, gradio) 9.5 s, 4.7 s compiled.
