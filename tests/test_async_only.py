@@ -10,6 +10,7 @@ import pytest
 from openenv.aio import Env, SessionLost
 
 from .envs import IN_TIME, TOO_LATE, CounterEnv
+from .helpers_async import until
 
 
 async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: Any) -> None:
@@ -165,3 +166,56 @@ async def test_a_connection_abandoned_as_it_is_made_ends_its_handshake_at_once()
             async with ws_connect(url, on_connection=ws_abandon, open_timeout=60):
                 pass
         assert not isinstance(info.value, TimeoutError), info.value
+
+
+# -- OpenEnv's blocking providers (tests/openenv_shaped.py): the loop never waits for them -------------------
+
+
+async def test_an_openenv_providers_blocking_start_never_holds_the_event_loop() -> None:
+    import threading
+
+    from .openenv_shaped import RuntimeLike
+
+    gate = threading.Event()
+    upstream = RuntimeLike(hold_start=gate)
+    opening = asyncio.create_task(Env.from_provider(upstream, ready_timeout=30))
+    # this loop keeps running while start() blocks: it is what releases start (a stalled loop would time it out)
+    assert await asyncio.to_thread(upstream.in_start.wait, 30)
+    gate.set()
+    env = await opening
+    await env.reset()
+    await env.close()
+    assert not upstream.running
+
+
+@pytest.mark.parametrize("point", ["start", "ready", "stop"])
+async def test_cancelling_at_each_blocking_call_leaves_nothing_running(point: str) -> None:
+    import threading
+
+    from openenv.aio import OpenEnvProvider
+
+    from .openenv_shaped import RuntimeLike
+
+    gate = threading.Event()
+    holds: dict[str, Any] = {f"hold_{point}": gate}
+    upstream = RuntimeLike(**holds)
+    entered = {"start": upstream.in_start, "ready": upstream.in_ready, "stop": upstream.in_stop}[point]
+    task: asyncio.Task[Any]
+    if point == "stop":
+        env = await Env.from_provider(upstream, ready_timeout=30)
+        task = asyncio.create_task(env.close())
+    else:
+
+        async def opening() -> Any:
+            return await Env.from_provider(upstream, ready_timeout=30)
+
+        task = asyncio.create_task(opening())
+    assert await asyncio.to_thread(entered.wait, 30)
+    task.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the cancelled caller did not wait for the blocking call; the cleanup runs once it returns
+    await until(lambda: not upstream.running and "stop" in upstream.calls)
+    assert upstream.calls.count("stop") == 1
+    assert isinstance(env.provider if point == "stop" else OpenEnvProvider, (OpenEnvProvider, type))

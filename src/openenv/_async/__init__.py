@@ -2,6 +2,7 @@
 """The hand-written client (the source of the generated blocking twin)."""
 
 from .env import Env
+from .foreign import OpenEnvProvider
 from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 from .ray import RayProvider
@@ -14,6 +15,7 @@ __all__ = [
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
 ]

@@ -28,6 +28,7 @@ from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import Request, _Connection
+from .foreign import adopt_provider, provider_image
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 from .tools import _Tools
@@ -279,7 +280,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
     @classmethod
     async def from_provider(
         cls,
-        provider: Provider,
+        provider: Provider | Any,
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
@@ -293,7 +294,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         Args:
             provider: any object with ``start``, ``wait_until_ready`` and ``stop``
-                (see [`Provider`][openenv.sync.Provider]).
+                (see [`Provider`][openenv.sync.Provider]), or an OpenEnv provider
+                object, unchanged: a ``RuntimeProvider`` (``UVProvider``, ...), or a
+                ``ContainerProvider`` wrapped with its image in
+                [`OpenEnvProvider`][openenv.sync.OpenEnvProvider] (see the providers guide).
             codec: as for ``Env(...)``, or ``"schema"``: a codec built from
                 the server's ``GET /schema`` once it is ready ([`from_schema()`][openenv.sync.Codec.from_schema]).
             ready_timeout: seconds for the server to answer ``GET /health``
@@ -304,7 +308,9 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         Raises:
             InvalidOption: an option or ``ready_timeout`` is out of range.
+            TypeError: ``provider`` is not a provider (the message names the accepted shapes).
         """
+        provider = adopt_provider(provider)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         check_options(options, f"{cls.__name__}.from_provider")  # refuse bad options before starting anything
         try:
@@ -329,6 +335,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         port: int | None = None,
         pull: bool | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
+        provider: Any = None,
         **options: Unpack[EnvOptions],
     ) -> Self:
         """Run ``image`` in a local Docker engine and return a client connected to it.
@@ -348,6 +355,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             port: a fixed host port.
             pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
             ready_timeout: seconds for the server to become healthy.
+            provider: an OpenEnv ``ContainerProvider`` to run ``image`` with, as in
+                OpenEnv's own ``from_docker_image(image, provider=...)``:
+                ``LocalDockerProvider()`` runs as our Docker provider, any other one
+                (a cloud sandbox) through [`OpenEnvProvider`][openenv.sync.OpenEnvProvider].
             **options: the connection options of ``Env(...)``.
 
         Raises:
@@ -357,7 +368,12 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ReadinessTimeout: the server did not become healthy within ``ready_timeout``.
         """
         check_options(options, f"{cls.__name__}.from_docker_image")  # before the container starts
-        provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
+        if provider is None:
+            provider = DockerProvider(image, env_vars=env_vars, run_options=run_options, port=port, pull=pull)
+        else:
+            provider = adopt_provider(
+                provider, image=image, env_vars=env_vars, port=port, run_options=run_options, pull=pull
+            )
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
     @classmethod
@@ -367,7 +383,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         *,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
         use_docker: bool = True,
-        provider: Provider | None = None,
+        provider: Provider | Any | None = None,
         tag: str = "latest",
         registry: str | None = None,
         env_vars: Mapping[str, str] | None = None,
@@ -421,7 +437,9 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
           ``registry``, else ``$OPENENV_SPACE_REGISTRY``, else
           ``registry.hf.space``); without it, connect to the hosted Space.
 
-        ``provider`` replaces all of that with your own provider.  The other
+        ``provider`` replaces all of that with your own provider, or an OpenEnv
+        provider object, unchanged (a ``ContainerProvider`` runs the image
+        ``source`` names, or ``source`` itself; see the providers guide).  The other
         arguments are as for [`from_docker_image()`][openenv.sync.Env.from_docker_image].
 
         A server or container started here is stopped when the client is
@@ -463,6 +481,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 provider = DockerProvider(where.target, env_vars=env_vars, port=port)
             else:
                 provider = checkout_provider(where.target, command, env_vars, port, install)
+        else:
+            provider = adopt_provider(provider, image=provider_image(source), env_vars=env_vars, port=port)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
     @classmethod

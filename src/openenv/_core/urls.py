@@ -19,6 +19,8 @@ __all__ = [
     "redact_url",
     "redact_query",
     "redact_target",
+    "hide_url",
+    "unhide_url",
     "DEFAULT_SPACE_REGISTRY",
 ]
 
@@ -119,14 +121,53 @@ def is_local_host(host: str) -> bool:
     return address.is_loopback or address.is_private or address.is_link_local
 
 
+#: URLs that are secrets as a whole (a cloud sandbox's URL is often a bearer capability):
+#: ``host[:port]/path`` (lower-cased host, no trailing ``/``) -> what to show instead
+_HIDDEN: dict[str, str] = {}
+
+
+def _hidden_key(url: str) -> str | None:
+    try:
+        parts = urlsplit(url if "://" in url else "//" + url)
+    except ValueError:
+        return None
+    netloc = parts.netloc.rpartition("@")[2].lower()
+    return netloc + parts.path.rstrip("/") if netloc else None
+
+
+def hide_url(url: str, label: str) -> None:
+    """Treat ``url`` and every URL below it (any scheme: ``http``, ``ws``, ...) as a secret.
+
+    `redact_url` then shows ``<label>`` for it, in every repr, log and error.
+    """
+    key = _hidden_key(url)
+    if key is not None:
+        _HIDDEN[key] = label
+
+
+def unhide_url(url: str) -> None:
+    """Undo `hide_url` (once the server is gone)."""
+    key = _hidden_key(url)
+    if key is not None:
+        _HIDDEN.pop(key, None)
+
+
 def redact_url(url: str) -> str:
     """``url`` fit to show in messages, reprs and logs: no secrets.
+
+    A URL given to `hide_url` (or one below it) is shown as its label only.
 
     ``user:password@`` credentials become ``***@`` (also in a URL without a
     scheme, ``user:pw@host``), every query value becomes ``***`` (the keys
     stay, so ``?token=abc&x=1`` shows as ``?token=***&x=***``; a bare item such
     as ``?abc`` becomes ``?***``), and a fragment becomes ``#***``.
     """
+    if _HIDDEN:
+        key = _hidden_key(url)
+        if key is not None:
+            for hidden, label in list(_HIDDEN.items()):
+                if key == hidden or key.startswith(hidden + "/"):
+                    return label
     bare = "://" not in url  # "user:pw@host": the credentials are there all the same
     try:
         parts = urlsplit("//" + url if bare else url)

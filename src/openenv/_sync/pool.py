@@ -38,6 +38,7 @@ from .._core.result import StepResult
 from .._core.servers import check_max_servers
 from .connection import Request, Ticket
 from .env import Env
+from .foreign import adopt_factory
 from .pool_checkout import Checkout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
@@ -181,7 +182,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @classmethod
     def from_provider(
         cls,
-        factory: Callable[[int], Provider],
+        factory: Callable[[int], Provider | Any],
         *,
         size: int,
         max_servers: int | None = None,
@@ -212,7 +213,11 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         ``max_servers`` it needs, instead of waiting ``capacity_timeout``.
 
         Args:
-            factory: returns the (not yet started) provider for an index.
+            factory: returns the (not yet started) provider for an index: one
+                of ours, or an OpenEnv provider object (a ``RuntimeProvider``, or a
+                ``ContainerProvider`` wrapped with its image in
+                [`OpenEnvProvider`][openenv.sync.OpenEnvProvider]), as for
+                [`Env.from_provider()`][openenv.sync.Env.from_provider].
             size: the number of sessions.
             max_servers: the most servers to start (default ``None``: one per session).
             ready_timeout: seconds for each server to answer ``GET /health``.
@@ -242,6 +247,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
         check_options(options, f"{cls.__name__}.from_provider")  # before any server starts
+        factory = adopt_factory(factory)  # OpenEnv's providers, translated or wrapped
         started, providers, urls = first_servers(factory, size, cap, ready_timeout, options.get("verify"))
         try:
             resolved = schema_codec(codec, urls[0], options)

@@ -463,6 +463,7 @@ def environment_factory(
     command: Sequence[str] | None = None,
     ready_timeout: float | None = 60.0,
     max_servers: int | None = DEFAULT_MAX_SERVERS,
+    provider: Any = None,
     **options: Unpack[EnvOptions],
 ) -> type[TRLEnvironment]:
     """A TRL environment class for an OpenEnv environment, generated from its tools and schema.
@@ -548,6 +549,10 @@ def environment_factory(
         max_servers: the most servers the class runs for a Docker image or a
             checkout whose servers are full (default 8; ``None``: no cap).  Not
             used for a URL, a provider or a pool, nor with ``port``.
+        provider: a provider for ``target`` (a string), as ``Env.from_env(target,
+            provider=...)`` takes it: an OpenEnv provider object unchanged
+            (``LocalDockerProvider()`` with an image as ``target``, a cloud
+            sandbox's provider), or one of ours.  It serves one server.
         **options: the connection options of ``Env(...)``, used by every
             instance and by the schema and metadata requests made here:
             ``verify=`` (a CA bundle for a private CA), ``headers=``, timeouts.
@@ -585,6 +590,10 @@ def environment_factory(
         if not len(pool):
             raise ValueError("environment_factory needs a pool of at least one session")
         probe = pool.envs[0]
+    elif isinstance(target, str) and provider is not None:  # one server, by the provider given
+        root = probe = Env.from_env(
+            target, provider=provider, env_vars=env_vars, port=port, ready_timeout=ready_timeout, **options
+        )
     elif isinstance(target, str):
         where = classify_source(target, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from .._async import DockerProvider as DockerProvider
 from .._async import Env as Env
 from .._async import EnvPool as EnvPool
+from .._async import OpenEnvProvider as OpenEnvProvider
 from .._async import ProcessProvider as ProcessProvider
 from .._async import Provider as Provider
 from .._async import RayProvider as RayProvider
@@ -72,6 +73,7 @@ __all__ = [
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
     "BootstrapError",

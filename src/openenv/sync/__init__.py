@@ -49,6 +49,7 @@ from .._facade import finish as _finish
 from .._sync import DockerProvider as DockerProvider
 from .._sync import Env as Env
 from .._sync import EnvPool as EnvPool
+from .._sync import OpenEnvProvider as OpenEnvProvider
 from .._sync import ProcessProvider as ProcessProvider
 from .._sync import Provider as Provider
 from .._sync import RayProvider as RayProvider
@@ -72,6 +73,7 @@ __all__ = [
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
     "BootstrapError",
