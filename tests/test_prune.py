@@ -189,3 +189,36 @@ def test_prune_leaves_a_look_alike_container_alone(docker_engine: Any, registry:
         docker_engine.api.inspect_container(name)  # still there
     finally:
         docker_engine.api.remove_container(name, force=True)
+
+
+_EXTERNAL_OWNER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from openenv.sync import Env, OpenEnvProvider
+from tests.openenv_shaped import RuntimeLike
+env = Env.from_provider(OpenEnvProvider(RuntimeLike()), ready_timeout=60)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def test_prune_lists_a_sandbox_whose_owner_was_killed_and_cannot_remove_it(registry: Path) -> None:
+    root = str(Path(__file__).resolve().parent.parent)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _EXTERNAL_OWNER, root], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        out = _prune("--dry-run")
+        assert f"external owner={owner.pid}" in out and "RuntimeLike" in out and "kept (owner alive)" in out
+        assert "127.0.0.1" not in out  # the URL is a secret: never recorded
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+    out = _prune("--dry-run")
+    assert f"external owner={owner.pid}" in out and "owner gone" in out
+    assert any(name.startswith("external-") for name in os.listdir(registry))
+    assert "record dropped" in _prune()
+    assert not any(name.startswith("external-") for name in os.listdir(registry))

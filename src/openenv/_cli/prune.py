@@ -24,6 +24,19 @@ def _prune_processes(args: argparse.Namespace) -> None:
         print(f"process pid={record.pid:<8} owner={record.owner_pid:<8} {command:60} {shown}")
 
 
+def _prune_external(args: argparse.Namespace) -> None:
+    """List the servers OpenEnv-style providers (cloud sandboxes) started; none can be removed from here."""
+    from openenv._blocking.external import prune_external
+
+    for record, verdict in prune_external(dry_run=args.dry_run):
+        if verdict == "keep":
+            shown = "kept (owner alive)"
+        else:
+            shown = "owner gone: remove it with its provider (its console or CLI), or wait for its own lifetime"
+            shown += "" if args.dry_run else " (record dropped)"
+        print(f"external owner={record.owner_pid:<8} {record.provider} {record.description}: {shown}")
+
+
 def _cmd_prune(args: argparse.Namespace) -> int:
     """List (and remove) containers and local server processes this library started that are still around."""
     from openenv._blocking import docker as _docker
@@ -31,6 +44,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     from openenv._core.errors import DockerUnavailable, OpenEnvError
 
     _prune_processes(args)
+    _prune_external(args)
     try:
         client = _docker.connect_client(30)
     except DockerUnavailable as exc:
@@ -64,7 +78,9 @@ their owner's identity (host, boot id, PID namespace, PID and its start time);
 local server processes are recorded with their start time and their owner's
 (a PID alone is never trusted, PIDs get reused). prune removes only what it can
 prove belongs to a dead program of this host; anything else is listed and left
-alone unless --all is given.
+alone unless --all is given. Servers started through another package's provider
+(OpenEnvProvider: a cloud sandbox) are listed ("external"); prune cannot remove
+them: only their provider can, or their own lifetime ends them.
 
 examples:
   %(prog)s --dry-run
