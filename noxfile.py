@@ -477,6 +477,8 @@ INTEROP_VENVS = {
     "v0.3.0": "openenv-core==0.3.0",
     "both-0.3.0": "openenv-core==0.3.0",
     "editable-0.3.0": "openenv-core==0.3.0",
+    # tests/interop/test_openenv_providers.py: OpenEnv 0.10's provider objects, our checkout installed beside
+    "providers-0.10.0": "openenv==0.10.0",
 }
 
 
@@ -541,6 +543,8 @@ def interop(session: nox.Session) -> None:
     _wait_release_venvs(session, building)
     session.env["OPENENV_INTEROP_VENVS"] = str(venvs)
     session.env["OPENENV_INTEROP_MATRIX"] = str(venvs / "matrix.json")
+    if getattr(nox.virtualenv, "UV", None):  # OpenEnv's UVProvider needs a uv on PATH to be constructed
+        session.env["OPENENV_TEST_UV"] = str(nox.virtualenv.UV)
     _pytest(session, "-m", "interop", "-p", "anyio", *PARALLEL_INTEROP, *session.posargs)
 
 

@@ -1,0 +1,76 @@
+"""Run in a venv with the released openenv 0.10.0 AND our package: OpenEnv's own provider objects, given to us.
+
+    python providers_driver.py CHECKOUT IMAGE
+
+CHECKOUT is a copy of an OpenEnv environment checkout (``UVProvider``'s project),
+IMAGE an echo image present locally (``""``: skip the Docker part).  Prints one
+JSON object: what each provider became and what an episode through it gave.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import openenv.sync as ours
+from openenv._blocking import lifetimes
+from openenv.core.containers.runtime import providers as upstream  # theirs: openenv 0.10.0
+from openenv.core.containers.runtime.uv_provider import UVProvider
+
+checkout, image = sys.argv[1:3]
+out: dict[str, Any] = {}
+
+
+def uv_part() -> None:
+    """UVProvider: translated to our checkout provider (its project, app and env_vars).
+
+    One flavour only: each server imports openenv 0.10's openenv.core (gradio: 12 s on a loaded CI machine);
+    the aio flavour translates through the same function (tests/_async/test_foreign.py, test_async_only.py).
+    """
+    uv = UVProvider(project_path=checkout, env_vars={"ECHO_PREFIX": "uv"})
+    with ours.Env.from_provider(uv, ready_timeout=240) as env:
+        provider: Any = env.provider
+        out["uv_provider"] = type(provider).__name__
+        out["uv_url"] = env.base_url
+        out["uv_cwd"] = provider.cwd
+        out["uv_env"] = provider.env.get("ECHO_PREFIX")
+        out["uv_registered"] = any(r.pid == provider._child.pid for r in lifetimes.list_records())
+        env.reset()
+        out["uv_step"] = env.step({"message": "hi"}).observation
+    out["uv_left"] = [r.pid for r in lifetimes.list_records()]
+
+
+if checkout:
+    uv_part()
+
+# DockerSwarmProvider: refused, never constructed here (its constructor runs `docker swarm init`)
+swarm = upstream.DockerSwarmProvider.__new__(upstream.DockerSwarmProvider)
+try:
+    ours.Env.from_docker_image("x:1", provider=swarm)
+except ours.ProviderError as exc:
+    out["swarm"] = str(exc)
+
+if image:
+    import docker
+
+    engine = docker.from_env()
+    local = upstream.LocalDockerProvider()
+    with ours.Env.from_docker_image(image, provider=local, ready_timeout=240) as env:
+        provider = env.provider
+        out["docker_provider"] = type(provider).__name__
+        container = engine.containers.get(provider.name)
+        out["docker_labels"] = container.labels.get("org.openenv.managed")
+        out["docker_bindings"] = container.attrs["HostConfig"]["PortBindings"]
+        env.reset()
+        out["docker_step"] = env.step({"message": "docker"}).observation
+        name = provider.name
+    out["docker_left"] = [c.name for c in engine.containers.list(all=True, filters={"name": name})]
+    # a LocalDockerProvider object for Env.from_provider alone: it needs its image
+    try:
+        ours.Env.from_provider(local)
+    except TypeError as exc:
+        out["docker_no_image"] = str(exc)
+    engine.close()
+
+print(json.dumps(out))

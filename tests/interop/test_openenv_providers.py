@@ -1,0 +1,125 @@
+"""OpenEnv 0.10's own provider objects (``UVProvider``, ``LocalDockerProvider``, ``DockerSwarmProvider``) given to us.
+
+They run in a venv holding the released ``openenv==0.10.0`` and our checkout
+(``pip install -e``, beside it: CONTRIBUTING "Editable installs"),
+``providers-0.10.0`` under ``$OPENENV_INTEROP_VENVS`` (built once, by the
+interop session while it installs, or here); ``providers_driver.py`` drives
+them there, in a subprocess, and prints what happened.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import OPENENV_ENVS
+from .conftest import ROOT, VENVS, record
+
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-openenv-providers")]
+
+DRIVER = Path(__file__).with_name("providers_driver.py")
+VENV = "providers-0.10.0"
+ECHO_IMAGE = "openenv-test/echo:latest"
+
+
+def _uv_dir() -> str | None:
+    """The folder of a ``uv`` executable (UVProvider's constructor insists on one on PATH)."""
+    found = os.environ.get("OPENENV_TEST_UV") or shutil.which("uv") or next(
+        (str(p) for p in (Path(sys.executable).parent / "uv", Path(sys.base_prefix) / "bin" / "uv") if p.exists()),
+        None,
+    )
+    if found is None:
+        try:
+            import uv  # type: ignore[import-not-found]
+
+            found = uv.find_uv_bin()
+        except (ImportError, FileNotFoundError):
+            return None
+    return str(Path(found).parent)
+
+
+@pytest.fixture(scope="module")
+def providers_python() -> Path:
+    """The venv's Python: openenv 0.10.0, then our checkout, editable (once; a marker file)."""
+    VENVS.mkdir(parents=True, exist_ok=True)
+    venv = VENVS / VENV
+    python = venv / "bin" / "python"
+    with open(VENVS / f"{VENV}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".openenv-installed").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "openenv==0.10.0"], check=True)
+            (venv / ".openenv-installed").write_text("openenv==0.10.0")
+        if not (venv / ".ours-editable").exists():
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[docker]"], check=True)
+            (venv / ".ours-editable").write_text(str(ROOT))
+    return python
+
+
+def _drive(python: Path, checkout: str, image: str, tmp_path: Path) -> dict[str, Any]:
+    uv = _uv_dir()
+    if checkout and uv is None:
+        pytest.skip("no uv executable: OpenEnv's UVProvider refuses to be constructed without one")
+    env = {**os.environ, "PATH": f"{uv}{os.pathsep}{os.environ.get('PATH', '')}" if uv else os.environ["PATH"]}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [str(python), str(DRIVER), checkout, image], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _echo_image() -> str:
+    """``ECHO_IMAGE`` when Docker has it, else ``""`` (the Docker part is then skipped, and says so)."""
+    try:
+        import docker
+
+        engine = docker.from_env()
+        try:
+            engine.images.get(ECHO_IMAGE)
+        finally:
+            engine.close()
+    except Exception:  # noqa: BLE001 - no engine or no image
+        return ""
+    return ECHO_IMAGE
+
+
+def test_openenv_providers_unchanged(providers_python: Path, tmp_path: Path) -> None:
+    """UVProvider, DockerSwarmProvider and (with Docker and the echo image) LocalDockerProvider, in one driver run.
+
+    One run: the driver imports openenv 0.10's ``openenv.core`` (gradio), 12 s on a loaded machine.
+    """
+    checkout = tmp_path / "checkout_echo"
+    shutil.copytree(OPENENV_ENVS / "checkout_echo", checkout)
+    # the project's own .venv (what the translated provider runs first): this venv, so that no `uv run`
+    # creates and fills one here (a minute of installing; `uv run --project` is the next choice)
+    (checkout / ".venv").symlink_to(providers_python.parent.parent)
+    image = _echo_image()
+    out = _drive(providers_python, str(checkout), image, tmp_path)
+    # UVProvider: our checkout provider, in its project directory, on 127.0.0.1, registered for prune
+    assert out["uv_provider"] == "CheckoutProvider"
+    assert out["uv_url"].startswith("http://127.0.0.1:")
+    assert out["uv_cwd"] == str(checkout) and out["uv_env"] == "uv" and out["uv_registered"]
+    assert out["uv_step"]["echoed_message"] == "HI"
+    assert out["uv_left"] == []
+    assert "DockerSwarmProvider is not supported" in out["swarm"] and "swarm init" in out["swarm"]
+    record("ours (sync)", "openenv 0.10.0 UVProvider", "translated to CheckoutProvider")
+    record("ours (sync)", "openenv 0.10.0 DockerSwarmProvider", "refused", "refused", "switches the engine to swarm")
+    if not image:
+        record("ours (sync)", "openenv 0.10.0 LocalDockerProvider", "translated", "skipped", f"no {ECHO_IMAGE}")
+        return
+    assert out["docker_provider"] == "DockerProvider" and out["docker_labels"] == "1"
+    assert out["docker_bindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": ""}]}
+    assert out["docker_step"]["echoed_message"] == "docker"
+    assert out["docker_left"] == []
+    assert "needs an image" in out["docker_no_image"]
+    record("ours (sync)", "openenv 0.10.0 LocalDockerProvider", "translated to DockerProvider")
