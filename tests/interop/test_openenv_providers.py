@@ -32,7 +32,7 @@ ECHO_IMAGE = "openenv-test/echo:latest"
 
 def _uv_dir() -> str | None:
     """The folder of a ``uv`` executable (UVProvider's constructor insists on one on PATH)."""
-    found = os.environ.get("OPENENV_TEST_UV") or shutil.which("uv") or next(
+    found = shutil.which(os.environ.get("OPENENV_TEST_UV") or "uv") or next(
         (str(p) for p in (Path(sys.executable).parent / "uv", Path(sys.base_prefix) / "bin" / "uv") if p.exists()),
         None,
     )
