@@ -15,8 +15,8 @@ from typing import Any
 
 import openenv.sync as ours
 from openenv._blocking import lifetimes
-from openenv.core.containers.runtime import providers as upstream  # theirs: openenv 0.10.0
-from openenv.core.containers.runtime.uv_provider import UVProvider
+from openenv.core.containers.runtime import providers as upstream  # type: ignore[import-untyped, unused-ignore]
+from openenv.core.containers.runtime.uv_provider import UVProvider  # type: ignore[import-untyped, unused-ignore]
 
 checkout, image = sys.argv[1:3]
 out: dict[str, Any] = {}
@@ -57,14 +57,14 @@ if image:
     engine = docker.from_env()
     local = upstream.LocalDockerProvider()
     with ours.Env.from_docker_image(image, provider=local, ready_timeout=240) as env:
-        provider = env.provider
-        out["docker_provider"] = type(provider).__name__
-        container = engine.containers.get(provider.name)
+        docker_provider: Any = env.provider
+        out["docker_provider"] = type(docker_provider).__name__
+        container = engine.containers.get(docker_provider.name)
         out["docker_labels"] = container.labels.get("org.openenv.managed")
         out["docker_bindings"] = container.attrs["HostConfig"]["PortBindings"]
         env.reset()
         out["docker_step"] = env.step({"message": "docker"}).observation
-        name = provider.name
+        name = docker_provider.name
     out["docker_left"] = [c.name for c in engine.containers.list(all=True, filters={"name": name})]
     # a LocalDockerProvider object for Env.from_provider alone: it needs its image
     try:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
-from .._core.targets import Target, resolve_target
+from .._core.targets import EnvPackage, Target, env_package, resolve_target
 from .._core.urls import DEFAULT_SPACE_REGISTRY, parse_base_url
 
-__all__ = ["Source", "classify_source", "checkout_app", "hosted_headers", "is_environment_dir", "REGISTRY_ENV"]
+__all__ = [
+    "Source",
+    "classify_source",
+    "checkout_app",
+    "hosted_headers",
+    "is_environment_dir",
+    "installed_env_packages",
+    "REGISTRY_ENV",
+]
 
 #: Environment variable that overrides the registry of Space images.
 REGISTRY_ENV = "OPENENV_SPACE_REGISTRY"
@@ -37,11 +47,75 @@ def classify_source(
     """
     chosen = registry or environ.get(REGISTRY_ENV) or DEFAULT_SPACE_REGISTRY
     where = resolve_target(
-        source, is_dir=os.path.isdir, expand=_expand, use_docker=use_docker, tag=tag, registry=chosen
+        source,
+        is_dir=os.path.isdir,
+        expand=_expand,
+        use_docker=use_docker,
+        tag=tag,
+        registry=chosen,
+        packages=installed_env_packages,
     )
     if where.kind == "checkout":
         return Target("checkout", os.path.abspath(where.target))
     return where
+
+
+#: distributions named ``openenv-*`` that are not environments
+_NOT_ENVIRONMENTS = frozenset({"openenv-core", "openenv-twin"})
+_MANIFEST_KEY = re.compile(r"^(name|image)\s*:\s*['\"]?([^'\"#\s]+)['\"]?\s*(#.*)?$")
+
+
+def installed_env_packages() -> list[EnvPackage]:
+    """The OpenEnv environment packages installed here (``openenv-<name>`` distributions), as ``AutoEnv`` finds them.
+
+    Read from the distributions' metadata and their ``openenv.yaml`` (nothing is imported or installed):
+    a distribution counts when its module (``openenv-echo-env`` -> ``echo_env``) is one of its files.
+    """
+    import importlib.metadata
+
+    found: dict[str, EnvPackage] = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").strip()
+        canonical = re.sub(r"[-_.]+", "-", name).lower()
+        if not canonical.startswith("openenv-") or canonical in _NOT_ENVIRONMENTS:
+            continue
+        module = canonical[len("openenv-") :].replace("-", "_")
+        manifest = _manifest(dist, module)
+        if manifest is None:
+            continue
+        package = env_package(canonical, manifest.get("name"), manifest.get("image"))
+        found.setdefault(package.key, package)
+    return list(found.values())
+
+
+def _manifest(dist: Any, module: str) -> dict[str, str] | None:
+    """``name`` and ``image`` of the package's ``<module>/openenv.yaml`` (``{}`` without one); ``None``: no module."""
+    text = None
+    files = dist.files or []
+    if any(f.parts and f.parts[0] == module for f in files):
+        for file in files:
+            if tuple(file.parts) == (module, "openenv.yaml"):
+                with contextlib.suppress(OSError):
+                    text = file.read_text(encoding="utf-8")
+    else:  # an editable install: its files are elsewhere (find_spec does not import a top-level module)
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        for location in spec.submodule_search_locations:
+            with contextlib.suppress(OSError), open(os.path.join(location, "openenv.yaml"), encoding="utf-8") as f:
+                text = f.read()
+                break
+    manifest: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        match = _MANIFEST_KEY.match(line.rstrip())
+        if match:
+            manifest.setdefault(match.group(1), match.group(2))
+    return manifest
 
 
 def _expand(path: str) -> str:

@@ -15,7 +15,13 @@ command of ``python -m openenv``.  In this order:
    ``<registry>/<owner>-<name>:<tag>`` (``use_docker``), else its hosted URL;
 6. an image reference with a tag or digest (``name:tag``,
    ``registry:5000/team/name:tag``, ``name@sha256:...``) is a Docker image;
-7. anything else is an error naming the four kinds.
+7. a bare name (no ``:``, no ``/``) is an installed environment package, named
+   as OpenEnv's ``AutoEnv`` names it (``echo``, ``echo-env``, ``echo_env``,
+   ``openenv-echo-env``): its default image (its manifest's, else
+   ``<name-with-dashes>:latest``).  An image is never named without its tag:
+   ``docker:NAME`` runs the image ``NAME`` (``:latest``) whatever is installed;
+8. anything else is an error naming the kinds (for a bare name: the installed
+   environment packages and how to install one).  Nothing is ever installed.
 
 This module performs no IO: the caller passes what the filesystem says
 (``is_dir``) and the registry it chose.  ``openenv._blocking.sources`` is
@@ -25,21 +31,32 @@ that caller.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from .errors import CheckoutNotRunnable, InvalidURL
 from .urls import DEFAULT_SPACE_REGISTRY, parse_base_url, redact_url, space_image, space_url
 
-__all__ = ["Target", "TargetKind", "resolve_target", "is_path_shaped", "check_checkout", "KINDS"]
+__all__ = [
+    "Target",
+    "TargetKind",
+    "EnvPackage",
+    "resolve_target",
+    "is_path_shaped",
+    "check_checkout",
+    "env_key",
+    "env_package",
+    "KINDS",
+]
 
 TargetKind = Literal["url", "image", "checkout"]
 
-#: The four kinds of target, as error messages name them.
+#: The kinds of target, as error messages name them.
 KINDS = (
     "a server URL (http://host:port), a Docker image (name:tag, or docker:NAME), "
-    "a Hugging Face Space id (owner/name) or an environment checkout directory"
+    "a Hugging Face Space id (owner/name), an environment checkout directory "
+    "or an installed environment package's name (echo_env)"
 )
 
 _HOST_PORT = re.compile(r"^(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\]):\d{1,5}/?$")
@@ -52,6 +69,51 @@ _IMAGE = re.compile(
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+_BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class EnvPackage:
+    """An installed OpenEnv environment package, as OpenEnv's ``AutoEnv`` finds it.
+
+    Attributes:
+        key: the name it is found by (``"echo"`` for ``openenv-echo-env``).
+        package: the distribution's name (``"openenv-echo-env"``).
+        module: its import name (``"echo_env"``).
+        default_image: the image it runs as (its manifest's ``image``, else ``<name-with-dashes>:latest``).
+        client: ``module:Class`` of its client (``"echo_env.client:EchoEnv"``), adopted as the codec when it imports.
+    """
+
+    key: str
+    package: str
+    module: str
+    default_image: str
+    client: str
+
+
+def env_key(name: str) -> str:
+    """The key an environment is found by, as ``AutoEnv`` normalises names (``"echo-env"`` -> ``"echo"``).
+
+    ``echo``, ``echo-env``, ``echo_env``, ``openenv-echo-env`` and ``openenv_echo_env`` are all ``echo``.
+    """
+    key = name.strip().lower()
+    key = re.sub(r"^openenv[-_]", "", key)
+    key = re.sub(r"[-_]env$", "", key)
+    return key.replace("-", "_")
+
+
+def env_package(package: str, manifest_name: str | None = None, manifest_image: str | None = None) -> EnvPackage:
+    """What ``AutoEnv`` infers from a distribution ``openenv-<name>`` and its ``openenv.yaml`` (``name``, ``image``)."""
+    module = re.sub(r"^openenv[-_]", "", package.lower()).replace("-", "_")
+    env_name = (manifest_name or module).strip()
+    if not env_name.endswith("_env"):
+        env_name += "_env"
+    base = env_name[: -len("_env")]
+    client = "".join(word.capitalize() for word in base.split("_")) + "Env"
+    image = manifest_image or f"{env_name.replace('_', '-')}:latest"
+    return EnvPackage(env_key(env_name), package, module, image, f"{module}.client:{client}")
+
+
 @dataclass(frozen=True)
 class Target:
     """A resolved target.
@@ -62,11 +124,13 @@ class Target:
         target: the normalised URL, the image reference, or the directory as given
             (the caller makes it absolute).
         space: the Space id when the target named a Hugging Face Space.
+        package: the environment package when the target named one (``kind`` is ``"image"``: its default image).
     """
 
     kind: TargetKind
     target: str
     space: str | None = None
+    package: EnvPackage | None = None
 
 
 def is_path_shaped(text: str) -> bool:
@@ -82,6 +146,7 @@ def resolve_target(
     use_docker: bool = True,
     tag: str = "latest",
     registry: str = DEFAULT_SPACE_REGISTRY,
+    packages: Callable[[], Sequence[EnvPackage]] = lambda: (),
 ) -> Target:
     """Decide what ``text`` names (the rules are in the module docstring).
 
@@ -92,10 +157,12 @@ def resolve_target(
         use_docker: a Space runs as its image (``True``) or is reached at its hosted URL.
         tag: the tag of a Space's image.
         registry: the registry of Space images.
+        packages: the installed environment packages (the caller's
+            ``importlib.metadata``); asked only for a bare name.
 
     Raises:
         InvalidURL: a URL with another scheme or no host, a path that is not an
-            existing directory, or a string that names none of the four kinds.
+            existing directory, or a string that names none of the kinds.
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidURL(f"a target must be {KINDS}; got {text!r}")
@@ -123,8 +190,19 @@ def resolve_target(
     if _IMAGE.match(value):
         return Target("image", value)
     hint = ""
-    if "/" not in value and ":" not in value:
-        hint = f" (a Docker image needs its tag: {value}:latest, or docker:{value}; a directory: ./{value})"
+    if _BARE_NAME.match(value):
+        installed = list(packages())
+        key = env_key(value)
+        for package in installed:
+            if package.key == key:
+                return Target("image", package.default_image, package=package)
+        names = ", ".join(sorted(f"{p.key} ({p.package})" for p in installed)) or "none"
+        hint = (
+            f": no installed environment package is named so (installed: {names}; install one with "
+            f"pip install openenv-{key.replace('_', '-')}-env, or from OpenEnv's source: pip install "
+            f"'git+https://github.com/meta-pytorch/OpenEnv#subdirectory=envs/{key}_env'); "
+            f"a Docker image needs its tag: {value}:latest, or docker:{value}; a directory: ./{value}"
+        )
     raise InvalidURL(f"{redact_url(value)!r} is not {KINDS}{hint}")
 
 

@@ -30,7 +30,7 @@ from .bootstrap import start_providers
 from .connection import Request, _Connection
 from .foreign import adopt_provider, provider_image
 from .providers import DockerProvider, Provider
-from .resolve import checkout_provider, schema_codec
+from .resolve import checkout_provider, package_codec, schema_codec
 from .tools import _Tools
 
 if TYPE_CHECKING:
@@ -391,9 +391,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         command: Sequence[str] | None = None,
         install: bool = False,
         ready_timeout: float | None = READY_TIMEOUT,
+        base_url: str | None = None,
         **options: Unpack[EnvOptions],
     ) -> Self:
-        """Connect to an environment given by a URL, a Docker image, a local checkout, or a Hugging Face Space id.
+        """Connect to an environment given by a URL, a Docker image, a local checkout, a Space id or a package's name.
 
         ``source`` is read by the same rules everywhere (``Env.from_schema``,
         ``EnvPool.from_env``, ``environment_factory``, ``python -m openenv``):
@@ -436,6 +437,16 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
           ``<registry>/<subdomain>:<tag>``, pulled when missing (registry:
           ``registry``, else ``$OPENENV_SPACE_REGISTRY``, else
           ``registry.hf.space``); without it, connect to the hosted Space.
+        * the name of an installed OpenEnv environment package, as OpenEnv's
+          ``AutoEnv`` takes it (``"echo"``, ``"echo-env"``, ``"echo_env"``,
+          ``"openenv-echo-env"`` for ``pip install openenv-echo-env``): run its
+          default image (its ``openenv.yaml``'s ``image``, else
+          ``<name-with-dashes>:latest``, such as ``echo-env:latest``), or with
+          ``base_url`` connect to a server already running.  The client is typed
+          with the package's own client class (``echo_env.client:EchoEnv``) when
+          it imports, unless ``codec`` is given.  Nothing is ever installed: an
+          unknown name lists the installed packages and says how to install one.
+          An image is never named without its tag (``docker:NAME`` is the image).
 
         ``provider`` replaces all of that with your own provider, or an OpenEnv
         provider object, unchanged (a ``ContainerProvider`` runs the image
@@ -461,6 +472,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             command: the server command for a checkout (see above).
             install: create and fill a checkout's ``.venv`` when it has none.
             ready_timeout: seconds for the server to become healthy.
+            base_url: connect to the server at this URL instead of starting one
+                (``source`` then only chooses the codec: a package's client).
             **options: the connection options of ``Env(...)``.
 
         Raises:
@@ -471,8 +484,15 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ProviderError: the server or container could not be started.
         """
         check_options(options, f"{cls.__name__}.from_env")  # before any server starts
+        if base_url is not None:  # a running server: ``source`` only types the client
+            running = parse_base_url(base_url).base_url
+            typed = package_codec(codec, classify_source(source, use_docker=use_docker, tag=tag, registry=registry))
+            options["headers"] = hosted_headers(running, options.get("headers"))
+            resolved = schema_codec(typed, running, options)
+            return cls(running, codec=resolved, **options)._connect_or_close()
         if provider is None:
             where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
+            codec = package_codec(codec, where)
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
                 resolved = schema_codec(codec, where.target, options)

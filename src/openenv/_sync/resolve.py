@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,12 +12,14 @@ from .._blocking.sources import checkout_app, is_environment_dir
 from .._core.codec import Codec
 from .._core.errors import ProtocolError
 from .._core.options import ClientOptions
-from .._core.targets import check_checkout
+from .._core.targets import Target, check_checkout
 from .._core.urls import parse_base_url, redact_url
 from .http import get_json
 from .providers import CheckoutProvider
 
-__all__ = ["schema_codec", "checkout_provider"]
+__all__ = ["schema_codec", "checkout_provider", "package_codec"]
+
+logger = logging.getLogger("openenv.targets")
 
 
 def schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
@@ -31,6 +35,28 @@ def schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     if not isinstance(schema, dict):
         raise ProtocolError(f"{redact_url(parse_base_url(base_url).http('/schema'))} did not answer a JSON object")
     return Codec.from_schema(schema)
+
+
+def package_codec(codec: Any, where: Target) -> Any:
+    """``codec``; for an environment package's target with no codec given, its own client class when it imports.
+
+    The client (``<module>.client:<Name>Env``, as ``AutoEnv`` infers it) is
+    adopted as the codec ([`Codec.from_client()`][openenv.sync.Codec.from_client]);
+    when it cannot be imported or adopted (its ``openenv.core`` is missing, say), plain dicts,
+    and the logger ``openenv.targets`` says why.
+    """
+    package = where.package
+    if codec is not None or package is None:
+        return codec
+    module, _, name = package.client.partition(":")
+    try:
+        client = getattr(importlib.import_module(module), name)
+        return Codec.from_client(client)
+    except Exception as exc:  # noqa: BLE001 - typing the client is optional: dicts work with any server
+        logger.info(
+            "%s: not typed with %s (%s: %s); plain dicts", package.package, package.client, type(exc).__name__, exc
+        )
+        return None
 
 
 def checkout_provider(
