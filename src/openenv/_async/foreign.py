@@ -102,7 +102,7 @@ def adopt_provider(
       (127.0.0.1, labels, unique names, reaper, ``prune``);
     * OpenEnv's ``UVProvider`` with a local ``project_path``: the project's server as a
       process in its directory on a socket bound here (a
-      [`CheckoutProvider`][openenv.sync.CheckoutProvider] with its ``app`` and ``env_vars``);
+      ``CheckoutProvider`` with its ``app`` and ``env_vars``);
     * OpenEnv's ``DockerSwarmProvider``: refused (see the providers guide);
     * any other ContainerProvider or RuntimeProvider: an [`OpenEnvProvider`][openenv.sync.OpenEnvProvider].
 
