@@ -123,6 +123,7 @@ async def test_a_path_prefixed_url_keeps_its_prefix_for_the_websocket() -> None:
         assert (await env.step({"delta": 1})).observation["count"] == 2
         assert "cap-7f3a" not in repr(env)
     assert not upstream.running
+    assert "cap-7f3a" not in repr(env)  # a capability stays hidden after the close
 
 
 async def test_a_running_provider_is_recorded_for_prune_until_stopped() -> None:

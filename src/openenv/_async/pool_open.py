@@ -313,7 +313,7 @@ class PoolOpening:
             self._providers[index] = None
             if provider is not None:
                 await quietly(provider.stop)
-            provider = make_providers(self._factory, [index])[0]
+            provider = (await make_providers(self._factory, [index]))[0]
             url = (await start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
             self._providers[index], self._urls[index] = provider, url
             self._envs[index] = self._new_env(url)

@@ -9,7 +9,7 @@ from typing import Any
 from .._core.errors import BootstrapError
 from .._core.options import VerifyTypes
 from .._core.servers import assign, grow, servers_needed
-from .._shim_async import run_all
+from .._shim_async import run_all, run_blocking
 from .bootstrap import start_providers
 from .env import Env
 from .providers import Provider
@@ -42,7 +42,7 @@ async def first_servers(
     """
     count = servers_needed(size, None, max_servers)  # a server's limit is not known yet: one session each
     placement = assign(size, count)
-    started = make_providers(factory, range(count))
+    started = await make_providers(factory, range(count))
     server_urls = await start_servers(started, range(count), ready_timeout, verify)
     return started, [started[server] for server in placement], [server_urls[server] for server in placement]
 
@@ -65,7 +65,7 @@ async def grow_servers(
     loads = [sum(p is server for p in providers) for server in running]
     chosen = grow(loads, len(indices), max_servers)
     fresh = [i for i, server in zip(indices, chosen, strict=True) if server >= len(running)]
-    started = make_providers(factory, fresh)
+    started = await make_providers(factory, fresh)
     fresh_urls = await start_servers(started, fresh, ready_timeout, verify) if started else []
     servers = [*running, *started]
     firsts = [next(i for i, q in enumerate(providers) if q is p) for p in running]
@@ -73,12 +73,15 @@ async def grow_servers(
     return [servers[server] for server in chosen], [server_urls[server] for server in chosen], started
 
 
-def make_providers(factory: Callable[[int], Provider], indices: Sequence[int]) -> list[Provider]:
-    """``factory(i)`` for each index (nothing is started); an error names the index."""
+async def make_providers(factory: Callable[[int], Provider], indices: Sequence[int]) -> list[Provider]:
+    """``factory(i)`` for each index (nothing is started); an error names the index.
+
+    In a worker thread in the aio flavour: a factory may construct a cloud provider (an SDK client), which blocks.
+    """
     providers: list[Provider] = []
     for index in indices:
         try:
-            provider = factory(index)
+            provider = await run_blocking(factory, index)
         except Exception as exc:
             raise BootstrapError({index: exc}, len(indices)) from exc
         providers.append(provider)

@@ -187,6 +187,16 @@ def _uv_provider(provider: Any, env_vars: Mapping[str, str] | None, port: int | 
     return translated
 
 
+def _plain_loopback(url: str) -> bool:
+    """Whether ``url`` is a loopback address with no path or query (nothing secret: a local proxy's port)."""
+    try:
+        endpoints = parse_base_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: keep it hidden
+        return False
+    rest = endpoints.base_url.split("://", 1)[-1]
+    return endpoints.host in ("127.0.0.1", "localhost", "::1", "[::1]") and "/" not in rest and "?" not in rest
+
+
 class OpenEnvProvider:
     """Any OpenEnv provider (a ContainerProvider or a RuntimeProvider: Daytona, Modal, a team's own), made safe.
 
@@ -436,8 +446,8 @@ class OpenEnvProvider:
                 errors.append(exc)
         if lease is not None:
             lease.release()
-        if url is not None:
-            unhide_url(url)
+        if url is not None and _plain_loopback(url):
+            unhide_url(url)  # no capability in it, and its port will serve others; any other URL stays hidden
         if errors:
             listed = "; ".join(f"{type(e).__name__}: {self._scrub(e, url)}" for e in errors)
             error = ProviderError(f"stopping {name} failed ({len(errors)} error(s)): {listed}")

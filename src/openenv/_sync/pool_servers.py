@@ -9,7 +9,7 @@ from typing import Any
 from .._core.errors import BootstrapError
 from .._core.options import VerifyTypes
 from .._core.servers import assign, grow, servers_needed
-from .._shim_sync import run_all
+from .._shim_sync import run_all, run_blocking
 from .bootstrap import start_providers
 from .env import Env
 from .providers import Provider
@@ -74,11 +74,14 @@ def grow_servers(
 
 
 def make_providers(factory: Callable[[int], Provider], indices: Sequence[int]) -> list[Provider]:
-    """``factory(i)`` for each index (nothing is started); an error names the index."""
+    """``factory(i)`` for each index (nothing is started); an error names the index.
+
+    In a worker thread in the aio flavour: a factory may construct a cloud provider (an SDK client), which blocks.
+    """
     providers: list[Provider] = []
     for index in indices:
         try:
-            provider = factory(index)
+            provider = run_blocking(factory, index)
         except Exception as exc:
             raise BootstrapError({index: exc}, len(indices)) from exc
         providers.append(provider)
