@@ -74,8 +74,10 @@ def test_a_package_name_runs_its_default_image(packages: Path, tmp_path: Path) -
 
 @pytest.mark.docker
 def test_a_package_name_starts_its_image(packages: Path, docker_engine: Any) -> None:
-    install_env_package(packages, "openenv-echo-env", "echo_env")
-    with Env.from_env("echo_env", ready_timeout=120) as env:
-        assert env.provider is not None and getattr(env.provider, "image", None) == "echo-env:latest"
+    # its manifest names the image (else it would be echo-env:latest): the test image scripts/docker_setup.py builds
+    manifest = "spec_version: 1\nname: echo_env\nimage: openenv-test/echo:latest\n"
+    install_env_package(packages, "openenv-echo-env", "echo_env", "", manifest)
+    with Env.from_env("echo-env", ready_timeout=120) as env:
+        assert env.provider is not None and getattr(env.provider, "image", None) == "openenv-test/echo:latest"
         env.reset()
         assert (env.step({"message": "by name"})).observation["echoed_message"] == "by name"

@@ -25,7 +25,7 @@ from typing import Any
 
 from .._blocking import external as _external
 from .._blocking.sources import classify_source
-from .._core.errors import InvalidURL, ProviderError, ReadinessTimeout
+from .._core.errors import CheckoutNotRunnable, InvalidURL, ProviderError, ReadinessTimeout
 from .._core.options import check_timeout
 from .._core.urls import hide_url, parse_base_url, unhide_url
 from .._shim_async import run_blocking, run_cleanup
@@ -100,9 +100,10 @@ def adopt_provider(
     * OpenEnv's ``LocalDockerProvider`` (exactly that class, from a module
       ``openenv.*``): a [`DockerProvider`][openenv.sync.DockerProvider] of ``image``
       (127.0.0.1, labels, unique names, reaper, ``prune``);
-    * OpenEnv's ``UVProvider`` with a local ``project_path``: the project's server as a
-      process in its directory on a socket bound here (a
-      ``CheckoutProvider`` with its ``app`` and ``env_vars``);
+    * OpenEnv's ``UVProvider`` with a local ``project_path`` laid out as an OpenEnv
+      environment: the project's server as a process in its directory on a socket
+      bound here (a ``CheckoutProvider`` with its ``app`` and ``env_vars``); a ``git+``
+      project, or another layout, is wrapped as below;
     * OpenEnv's ``DockerSwarmProvider``: refused (see the providers guide);
     * any other ContainerProvider or RuntimeProvider: an [`OpenEnvProvider`][openenv.sync.OpenEnvProvider].
 
@@ -180,10 +181,14 @@ def _uv_provider(provider: Any, env_vars: Mapping[str, str] | None, port: int | 
     project = getattr(provider, "project_path", None)
     if not isinstance(project, str) or project.startswith("git+"):
         return None  # a git project is cloned by the provider itself: wrapped instead
-    app = getattr(provider, "app", None) or "server.app:app"
+    app = getattr(provider, "app", None)
     environment = {**(getattr(provider, "env_vars", None) or {}), **(env_vars or {})}
-    translated = checkout_provider(project, None, environment, port)
-    translated.app = str(app)
+    try:
+        translated = checkout_provider(project, None, environment, port)
+    except CheckoutNotRunnable:
+        return None  # not laid out as an OpenEnv environment: its own code runs it (wrapped)
+    if isinstance(app, str) and app and app != "server.app:app":  # given: else the project's openenv.yaml says
+        translated.app = app
     return translated
 
 
