@@ -1,9 +1,11 @@
 """Run in a venv with the released openenv 0.10.0 AND our package: OpenEnv's own provider objects, given to us.
 
-    python providers_driver.py CHECKOUT IMAGE
+    python providers_driver.py CHECKOUT IMAGE ECHO_PROJECT
 
 CHECKOUT is a copy of an OpenEnv environment checkout (``UVProvider``'s project),
-IMAGE an echo image present locally (``""``: skip the Docker part).  Prints one
+IMAGE an echo image present locally (``""``: skip the Docker part), ECHO_PROJECT
+a copy of OpenEnv's ``envs/echo_env``, installed in this venv as ``openenv-echo-env``
+(``""``: skip that part).  Prints one
 JSON object: what each provider became and what an episode through it gave.
 """
 
@@ -18,7 +20,7 @@ from openenv._blocking import lifetimes
 from openenv.core.containers.runtime import providers as upstream  # type: ignore[import-untyped, unused-ignore]
 from openenv.core.containers.runtime.uv_provider import UVProvider  # type: ignore[import-untyped, unused-ignore]
 
-checkout, image = sys.argv[1:3]
+checkout, image, echo_project = sys.argv[1:4]
 out: dict[str, Any] = {}
 
 
@@ -72,5 +74,19 @@ if image:
     except TypeError as exc:
         out["docker_no_image"] = str(exc)
     engine.close()
+
+if echo_project:
+    # the environment package openenv-echo-env, found by name as AutoEnv finds it; served by UVProvider
+    from openenv._blocking.sources import classify_source
+
+    where = classify_source("echo-env")
+    out["pkg_target"] = [where.kind, where.target, where.package.package if where.package else None]
+    with ours.Env.from_provider(UVProvider(project_path=echo_project), ready_timeout=240) as served:
+        for name in ("echo", "echo_env", "openenv-echo-env"):
+            with ours.Env.from_env(name, base_url=served.base_url) as env:
+                out[f"pkg_codec_{name}"] = repr(env.codec)
+                env.reset()
+                out["pkg_tools"] = sorted(t.name for t in env.list_tools())
+                out["pkg_call"] = env.call_tool("echo_message", message="by name").content[0]["text"]
 
 print(json.dumps(out))

@@ -1,7 +1,8 @@
 """OpenEnv 0.10's own provider objects (``UVProvider``, ``LocalDockerProvider``, ``DockerSwarmProvider``) given to us.
 
 They run in a venv holding the released ``openenv==0.10.0`` and our checkout
-(``pip install -e``, beside it: CONTRIBUTING "Editable installs"),
+(``pip install -e``, beside it: CONTRIBUTING "Editable installs") and
+OpenEnv's environment package ``openenv-echo-env`` (``tests/openenv_envs/echo_env``),
 ``providers-0.10.0`` under ``$OPENENV_INTEROP_VENVS`` (built once, by the
 interop session while it installs, or here); ``providers_driver.py`` drives
 them there, in a subprocess, and prints what happened.
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +63,28 @@ def providers_python() -> Path:
         if not (venv / ".ours-editable").exists():
             subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[docker]"], check=True)
             (venv / ".ours-editable").write_text(str(ROOT))
+        if not (venv / ".echo-env-installed").exists():  # OpenEnv's envs/echo_env, built from a copy (not in-tree)
+            with tempfile.TemporaryDirectory() as build:
+                shutil.copytree(OPENENV_ENVS / "echo_env", Path(build) / "echo_env")
+                pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(Path(build) / "echo_env")]
+                subprocess.run(pip, check=True)
+            (venv / ".echo-env-installed").write_text("openenv-echo-env from tests/openenv_envs/echo_env")
     return python
 
 
-def _drive(python: Path, checkout: str, image: str, tmp_path: Path) -> dict[str, Any]:
+def _drive(python: Path, checkout: str, image: str, echo: str, tmp_path: Path) -> dict[str, Any]:
     uv = _uv_dir()
     if checkout and uv is None:
         pytest.skip("no uv executable: OpenEnv's UVProvider refuses to be constructed without one")
     env = {**os.environ, "PATH": f"{uv}{os.pathsep}{os.environ.get('PATH', '')}" if uv else os.environ["PATH"]}
     env.pop("PYTHONPATH", None)
     done = subprocess.run(
-        [str(python), str(DRIVER), checkout, image], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+        [str(python), str(DRIVER), checkout, image, echo],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,7 +117,11 @@ def test_openenv_providers_unchanged(providers_python: Path, tmp_path: Path) -> 
     # creates and fills one here (a minute of installing; `uv run --project` is the next choice)
     (checkout / ".venv").symlink_to(providers_python.parent.parent)
     image = _echo_image()
-    out = _drive(providers_python, str(checkout), image, tmp_path)
+    # OpenEnv's envs/echo_env (tests/openenv_envs/echo_env), installed in the venv as openenv-echo-env
+    echo = tmp_path / "echo_project"  # not "echo_env": a directory of that name in the cwd would be the target
+    shutil.copytree(OPENENV_ENVS / "echo_env", echo)
+    (echo / ".venv").symlink_to(providers_python.parent.parent)
+    out = _drive(providers_python, str(checkout), image, str(echo), tmp_path)
     # UVProvider: our checkout provider, in its project directory, on 127.0.0.1, registered for prune
     assert out["uv_provider"] == "CheckoutProvider"
     assert out["uv_url"].startswith("http://127.0.0.1:")
@@ -114,6 +131,12 @@ def test_openenv_providers_unchanged(providers_python: Path, tmp_path: Path) -> 
     assert "DockerSwarmProvider is not supported" in out["swarm"] and "swarm init" in out["swarm"]
     record("ours (sync)", "openenv 0.10.0 UVProvider", "translated to CheckoutProvider")
     record("ours (sync)", "openenv 0.10.0 DockerSwarmProvider", "refused", "refused", "switches the engine to swarm")
+    # the environment package by name: its default image, or base_url= typed with its own client
+    assert out["pkg_target"] == ["image", "echo-env:latest", "openenv-echo-env"]
+    for name in ("echo", "echo_env", "openenv-echo-env"):
+        assert out[f"pkg_codec_{name}"] == "Codec.from_client(EchoEnv)"
+    assert out["pkg_tools"] == ["echo_message", "echo_with_length"] and out["pkg_call"] == "by name"
+    record("ours (sync)", "openenv-echo-env (OpenEnv's envs/echo_env)", "from_env(name, base_url=...)")
     if not image:
         record("ours (sync)", "openenv 0.10.0 LocalDockerProvider", "translated", "skipped", f"no {ECHO_IMAGE}")
         return
