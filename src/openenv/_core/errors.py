@@ -391,15 +391,27 @@ class BootstrapError(ProviderError):
     def __init__(self, failures: Mapping[int, BaseException], total: int = 0) -> None:
         self.failures = dict(sorted(failures.items()))
         self.total = total or len(self.failures)
-        lines = [f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped:"]
+        # identical causes (8 pulls of one missing image) are listed once, with their indices
+        groups: dict[str, list[int]] = {}
         for index, exc in self.failures.items():
             text = str(exc) or type(exc).__name__
             logs = getattr(exc, "logs", "")
             tail = _tail_text(logs).strip() if isinstance(logs, str) else ""
             if tail and tail not in text:
                 text += "; last log lines:\n" + tail
-            lines.append(f"  [{index}] {type(exc).__name__}: " + text.replace("\n", "\n      "))
-        super().__init__("\n".join(lines))
+            groups.setdefault(f"{type(exc).__name__}: {text}", []).append(index)
+        head = f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped"
+        if len(groups) == 1:
+            (text,) = groups
+            every = ", all with" if len(self.failures) > 1 else ""
+            message = f"{len(self.failures)} of {self.total} servers failed to start (every server was stopped){every}: {text}"
+        else:
+            lines = [head + ":"]
+            for text, indices in groups.items():
+                which = ", ".join(map(str, indices))
+                lines.append(f"  [{which}] " + text.replace("\n", "\n      "))
+            message = "\n".join(lines)
+        super().__init__(message)
 
     def __reduce__(self) -> Any:
         return (type(self), (self.failures, self.total))
