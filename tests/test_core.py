@@ -434,7 +434,8 @@ def test_bootstrap_error_lists_identical_causes_once() -> None:
 
     missing = "image echo-env:latest is not available locally and could not be pulled (no such host); build it"
     error = BootstrapError({i: ImageNotFound(missing, "echo-env:latest") for i in range(8)}, 8)
-    assert str(error) == f"8 of 8 servers failed to start (every server was stopped), all with: ImageNotFound: {missing}"
+    head = "8 of 8 servers failed to start (every server was stopped)"
+    assert str(error) == f"{head}, all with: ImageNotFound: {missing}"
     one = BootstrapError({2: ImageNotFound(missing, "echo-env:latest")}, 3)
     assert str(one) == f"1 of 3 servers failed to start (every server was stopped): ImageNotFound: {missing}"
     mixed = BootstrapError({**{i: ImageNotFound(missing, "x") for i in (0, 2, 5)}, 4: ContainerExited("c", 1, "")}, 6)

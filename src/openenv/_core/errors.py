@@ -404,7 +404,8 @@ class BootstrapError(ProviderError):
         if len(groups) == 1:
             (text,) = groups
             every = ", all with" if len(self.failures) > 1 else ""
-            message = f"{len(self.failures)} of {self.total} servers failed to start (every server was stopped){every}: {text}"
+            message = f"{len(self.failures)} of {self.total} servers failed to start (every server was stopped)"
+            message += f"{every}: {text}"
         else:
             lines = [head + ":"]
             for text, indices in groups.items():
