@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -264,6 +265,47 @@ def error_from_frame(data: Any) -> ServerError:
 # container, a process, ...), never by a session's protocol traffic.
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+#: a line of decoration only (a banner's ``*****``, ``=====``, ``-----``)
+_DECORATION = re.compile(r"^[\W_]*$")
+#: ``ValueError: ...``, ``nltk.LookupError:``, ``KeyboardInterrupt``: an exception line of a traceback
+_EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::(?P<message>.*))?$")
+
+
+def exception_line(output: str) -> str:
+    """The exception a child process raised, from its output: ``"LookupError: Resource 'words' not found."``.
+
+    The last traceback's exception line, with the first line of its message
+    that is not decoration (NLTK's ``LookupError`` starts its message with a
+    line of asterisks); ``""`` when the output holds no traceback.
+    """
+    lines = output.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK), default=-1)
+    if start < 0:
+        return ""
+    rest = lines[start + 1 :]
+    for i, line in enumerate(rest):
+        if not line or line[0].isspace():
+            continue  # a frame, its source line, its ^^^^ markers
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match is None:
+            return line.strip()
+        name, message = match.group("name"), (match.group("message") or "").strip()
+        if not message or _DECORATION.match(message):
+            message = next((x.strip() for x in rest[i + 1 :] if x.strip() and not _DECORATION.match(x.strip())), "")
+        return f"{name}: {message}" if message else name
+    return ""
+
+
+def last_meaningful_line(output: str) -> str:
+    """The exception line of the output's last traceback, else its last line that is not decoration."""
+    raised = exception_line(output)
+    if raised:
+        return raised
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not _DECORATION.match(line.strip())]
+    return lines[-1] if lines else ""
+
+
 def _tail_text(logs: str, limit: int = 4000) -> str:
     logs = (logs or "").rstrip()
     return logs if len(logs) <= limit else "..." + logs[-limit:]
@@ -318,6 +360,9 @@ class ContainerExited(ProviderError):
         self.status = status
         code = "unknown" if exit_code is None else str(exit_code)
         msg = f"container {container} {status} before it became ready (exit code {code})"
+        raised = exception_line(self.logs)
+        if raised:
+            msg += f": it raised {raised}"
         tail = _tail_text(self.logs)
         if tail:
             msg += "; last log lines:\n" + tail
