@@ -26,6 +26,9 @@ the fence, so every skip is deliberate and shows up in ``pytest -rs``:
     runs when the local engine has the image, skipped otherwise (nothing is pulled).
 ``<!-- docs: space -->``
     needs a Hugging Face Space and the network.
+``<!-- docs: extra NAME -->``
+    needs the package's extra ``NAME`` (``pip install '.[server]'``), which the
+    page tells the reader to install: runs when its modules import, skipped otherwise.
 ``<!-- docs: requires MODULE:ATTR.PATH[(param)] ... -->``
     runs only once the API exists (written to a contract that is being built
     on another branch); skipped, with the missing name, until then.
@@ -38,6 +41,7 @@ A marker may be combined with ``continue`` (``<!-- docs: continue requires ... -
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import queue
@@ -57,7 +61,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)[^\n]*$")
 MARKER = re.compile(r"^\s*<!--\s*docs:\s*(?P<body>.*?)\s*-->\s*$")
-KINDS = ("skip", "docker", "space", "requires", "continue")
+KINDS = ("skip", "docker", "space", "requires", "continue", "extra")
+#: ``<!-- docs: extra NAME -->``: the modules the package's extra NAME installs (the page says to install it)
+EXTRAS = {"server": ("starlette", "uvicorn")}
 #: ``python -m openenv serve ARGS`` in a code line or inline code (up to a comment or the closing backtick)
 SERVE = re.compile(r"python3? -m openenv serve (?P<args>[^`#\n]*[^`#\n\s])")
 PORTS = ("8000", "8001")
@@ -189,6 +195,10 @@ def _skip_reason(block: Block) -> str | None:
                 return f"marked docker: needs the image {image}, not built here (build it with `{BUILD_ECHO}`)"
         if "space" in kinds:
             return "marked space: needs a Hugging Face Space and the network"
+        extra = kinds.get("extra", "")
+        missing = [m for m in EXTRAS.get(extra, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"marked extra {extra}: needs pip install '.[{extra}]' ({', '.join(missing)} not installed)"
         for spec in kinds.get("requires", "").split():
             if _missing(spec):
                 return f"marked requires: {spec} does not exist yet"
@@ -505,3 +515,17 @@ def test_pages_say_how_to_build_the_images_they_use() -> None:
         elif BUILD_ECHO not in block.path.read_text(encoding="utf-8"):
             missing.append(f"{block.id}: uses {image} and its page never says `{BUILD_ECHO}`")
     assert not missing, "\n".join(missing)
+
+
+def test_pages_say_how_to_install_the_extras_they_use() -> None:
+    """A block marked ``extra NAME`` is on a page that gives the install command of that extra."""
+    missing = [
+        f"{block.id}: needs the {block.kinds['extra']!r} extra and its page never says pip install '.[...]'"
+        for block in BLOCKS
+        if "extra" in block.kinds
+        and f"pip install '.[{block.kinds['extra']}]'" not in block.path.read_text(encoding="utf-8")
+    ]
+    unknown = [
+        f"{b.id}: unknown extra {b.kinds['extra']!r}" for b in BLOCKS if b.kinds.get("extra", "server") not in EXTRAS
+    ]
+    assert not missing and not unknown, "\n".join(missing + unknown)

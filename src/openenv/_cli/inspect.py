@@ -16,10 +16,10 @@ _PARTS = ("action", "observation", "state")
 
 
 def _plain(text: str) -> str:
-    """A docstring's reST or Markdown markup as plain text: ``name`` -> name, :class:`X` -> X, **b** -> b."""
+    """A docstring's reST or Markdown markup as plain text: ``name`` -> name, a Sphinx role's target, **b** -> b."""
     import re
 
-    text = re.sub(r":(?:py:)?[a-z]+:`~?([^`]+)`", r"\1", text)  # :class:`Env`, :meth:`~x.y`
+    text = re.sub(r":(?:py:)?[a-z]+:`~?([^`]+)`", r"\1", text)  # a Sphinx role (class, meth, ...) -> its target
     text = re.sub(r"``([^`]+)``", r"\1", text)
     text = re.sub(r"`([^`]+)`(?:_)?", r"\1", text)
     return re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
