@@ -529,3 +529,14 @@ def test_pages_say_how_to_install_the_extras_they_use() -> None:
         f"{b.id}: unknown extra {b.kinds['extra']!r}" for b in BLOCKS if b.kinds.get("extra", "server") not in EXTRAS
     ]
     assert not missing and not unknown, "\n".join(missing + unknown)
+
+
+def test_every_block_compiles_as_a_file() -> None:
+    """Skipped blocks too: none has a top-level ``await`` / ``async with``, which no file can run."""
+    broken = []
+    for block in BLOCKS:
+        try:
+            compile(program(block), block.id, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            broken.append(f"{block.id}: {exc.msg}: {(exc.text or '').strip()}")
+    assert not broken, "wrap it in async def main() + asyncio.run(main()):\n" + "\n".join(broken)
