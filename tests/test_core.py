@@ -437,7 +437,9 @@ def test_bootstrap_error_lists_identical_causes_once() -> None:
     head = "8 of 8 servers failed to start (every server was stopped)"
     assert str(error) == f"{head}, all with: ImageNotFound: {missing}"
     one = BootstrapError({2: ImageNotFound(missing, "echo-env:latest")}, 3)
-    assert str(one) == f"1 of 3 servers failed to start (every server was stopped): ImageNotFound: {missing}"
+    assert str(one) == f"1 of 3 servers failed to start (every server was stopped): [2] ImageNotFound: {missing}"
+    two = BootstrapError({0: ImageNotFound(missing, "x"), 3: ImageNotFound(missing, "x")}, 4)
+    assert str(two) == f"2 of 4 servers failed to start (every server was stopped): [0, 3] ImageNotFound: {missing}"
     mixed = BootstrapError({**{i: ImageNotFound(missing, "x") for i in (0, 2, 5)}, 4: ContainerExited("c", 1, "")}, 6)
     text = str(mixed)
     assert text.count(missing) == 1 and f"  [0, 2, 5] ImageNotFound: {missing}" in text

@@ -23,7 +23,8 @@ the fence, so every skip is deliberate and shows up in ``pytest -rs``:
 ``<!-- docs: docker IMAGE -->``
     needs the Docker image ``IMAGE``, built by a command the page gives
     (``python3 scripts/docker_setup.py --echo-only`` for ``echo-env:latest``):
-    runs when the local engine has the image, skipped otherwise (nothing is pulled).
+    runs when the local engine has the image and ``$OPENENV_DOCS_DOCKER`` is set (``nox -s docs``
+    sets it: the other suites start no container), skipped otherwise (nothing is pulled).
 ``<!-- docs: space -->``
     needs a Hugging Face Space and the network.
 ``<!-- docs: extra NAME -->``
@@ -191,6 +192,8 @@ def _skip_reason(block: Block) -> str | None:
             image = kinds["docker"].split()[0] if kinds["docker"] else ""
             if not image:
                 return "marked docker: needs a Docker image"
+            if not os.environ.get("OPENENV_DOCS_DOCKER"):
+                return f"marked docker: needs {image}; run by nox -s docs (OPENENV_DOCS_DOCKER=1) when it is built"
             if not _image_present(image):
                 return f"marked docker: needs the image {image}, not built here (build it with `{BUILD_ECHO}`)"
         if "space" in kinds:

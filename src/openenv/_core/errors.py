@@ -447,10 +447,12 @@ class BootstrapError(ProviderError):
             groups.setdefault(f"{type(exc).__name__}: {text}", []).append(index)
         head = f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped"
         if len(groups) == 1:
-            (text,) = groups
-            every = ", all with" if len(self.failures) > 1 else ""
+            ((text, indices),) = groups.items()
             message = f"{len(self.failures)} of {self.total} servers failed to start (every server was stopped)"
-            message += f"{every}: {text}"
+            if len(indices) == self.total > 1:
+                message += f", all with: {text}"
+            else:  # which ones, as the tests and a reader of a partial failure want to know
+                message += f": [{', '.join(map(str, indices))}] {text}"
         else:
             lines = [head + ":"]
             for text, indices in groups.items():
