@@ -437,7 +437,10 @@ def docs(session: nox.Session) -> None:
         session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs[1:])
         return
     session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"))
-    _pytest(session, "-q", "tests/test_docs_examples.py")
+    # each block is a fresh interpreter (as a reader runs it): two workers halve the wait; the blocks
+    # that use echo-env:latest run here (only) when it is built (scripts/docker_setup.py tags it)
+    session.env["OPENENV_DOCS_DOCKER"] = "1"
+    _pytest(session, "-q", *_xdist(2), "tests/test_docs_examples.py")
     if "--check-site" in session.posargs:
         session.run("python", "scripts/check_docs_site.py", "--site", str(ROOT / "site"))
 

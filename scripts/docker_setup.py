@@ -27,7 +27,10 @@ d. serve Debian's ``docker-registry`` on 127.0.0.1:5000 and push
 
 The last line printed on stdout is a JSON object of what is ready.
 
-Usage: ``python3 scripts/docker_setup.py [--no-registry] [--no-openenv-envs] [--force-rebuild]``
+The echo image is tagged ``echo-env:latest`` too, the name the documentation's examples
+use; ``--echo-only`` builds just that one (the base image, then echo), as the docs say.
+
+Usage: ``python3 scripts/docker_setup.py [--no-registry] [--no-openenv-envs] [--echo-only] [--force-rebuild]``
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ ECHO_IMAGE = f"{PREFIX}/echo:latest"
 SLOW_IMAGE = f"{PREFIX}/slow:latest"
 EXITS_IMAGE = f"{PREFIX}/exits:latest"
 NEVER_IMAGE = f"{PREFIX}/never:latest"
+#: the name the documentation's examples use for the echo image (tagged on ECHO_IMAGE)
+DOCS_ECHO_IMAGE = "echo-env:latest"
 PROBE_IMAGE = f"{PREFIX}/pullprobe:latest"
 CORE_REQUIREMENT = "openenv-core==0.3.0"
 CORE_IMAGE = f"{PREFIX}/openenv-core:0.3.0"
@@ -397,8 +402,11 @@ def _current(image: str, want_hash: str, force: bool) -> bool:
     return not force and labels is not None and labels.get(HASH_LABEL) == want_hash
 
 
-def ensure_images(force: bool, with_envs: bool = True) -> list[str]:
+def ensure_images(force: bool, with_envs: bool = True, echo_only: bool = False) -> list[str]:
     """Build echo (our server), slow (FROM echo), exits and never; skip the current ones.
+
+    The echo image is also tagged ``echo-env:latest``, the name the docs' examples use;
+    ``echo_only`` builds that one alone (``--echo-only``: what a reader of the docs needs).
 
     With ``with_envs``, also the openenv-core image and the environments of
     ``tests/openenv_envs`` (see :func:`ensure_openenv_images`).
@@ -420,6 +428,10 @@ def ensure_images(force: bool, with_envs: bool = True) -> list[str]:
         docker_build(ECHO_IMAGE, stage_context("echo", wheels), {HASH_LABEL: echo_hash})
         rebuilt = True
     ready.append(ECHO_IMAGE)
+    run(["docker", "tag", ECHO_IMAGE, DOCS_ECHO_IMAGE], timeout=60)
+    ready.append(DOCS_ECHO_IMAGE)
+    if echo_only:
+        return ready
 
     # slow is FROM echo, so it follows echo's hash too
     slow_hash = hashlib.sha256((echo_hash + folder_hash("slow")).encode()).hexdigest()[:16]
@@ -672,6 +684,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="skip the openenv-core 0.3.0 image and the tests/openenv_envs images",
     )
     parser.add_argument("--force-rebuild", action="store_true", help="rebuild every image")
+    parser.add_argument(
+        "--echo-only",
+        action="store_true",
+        help="build only the echo image the docs use (echo-env:latest); implies --no-registry --no-openenv-envs",
+    )
     args = parser.parse_args(argv)
 
     result: dict[str, object] = {
@@ -696,8 +713,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ensure_engine()
             result["engine"] = True
             ensure_base_image(args.force_rebuild)
-            result["images"] = [BASE_IMAGE, *ensure_images(args.force_rebuild, not args.no_openenv_envs)]
-            if not args.no_registry:
+            with_envs = not (args.no_openenv_envs or args.echo_only)
+            result["images"] = [BASE_IMAGE, *ensure_images(args.force_rebuild, with_envs, args.echo_only)]
+            if not (args.no_registry or args.echo_only):
                 result["registry_images"] = ensure_registry(args.force_rebuild)
                 result["registry"] = REGISTRY_ADDR
         except SetupError as exc:

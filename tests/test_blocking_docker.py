@@ -511,6 +511,26 @@ def test_pull_from_unreachable_registry_is_a_provider_error(client: Any) -> None
     assert not isinstance(info.value, ImageNotFound)
 
 
+@pytest.mark.parametrize(
+    ("image", "how"),
+    [
+        ("127.0.0.1:9/openenv-echo-env:latest", "docker build -t 127.0.0.1:9/openenv-echo-env:latest"),
+        ("echo-env:latest", "python3 scripts/docker_setup.py --echo-only"),
+    ],
+)
+def test_a_missing_image_that_cannot_be_pulled_is_one_short_error(client: Any, image: str, how: str) -> None:
+    """Not there locally, no registry: one line saying so and how to build it, no chain of docker-py errors."""
+    if image == "echo-env:latest" and bd.image_present(client, image):
+        image, how = "openenv-docs-never-built:latest", "docker build -t openenv-docs-never-built:latest"
+    with pytest.raises(ImageNotFound) as info:
+        bd.pull_if_missing(client, image)
+    text = str(info.value)
+    assert text.startswith(f"image {image} is not available locally and could not be pulled (")
+    assert f"build it with `{how}" in text and text.endswith("or pull it where a registry is reachable")
+    assert "\n" not in text and info.value.image == image
+    assert info.value.__cause__ is None and info.value.__context__ is None  # the traceback is ours alone
+
+
 # --------------------------------------------------------------------------- the reaper: a create in flight
 
 

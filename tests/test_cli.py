@@ -55,14 +55,23 @@ def test_run_json_lines(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "run", "--json", "--steps", "2")
     assert code == 0
     records = _json_lines(out)
-    assert [r["type"] for r in records] == ["reset", "step", "step"]
+    assert [r["type"] for r in records] == ["reset", "step", "step", "tools", "tool"]  # the same demo as plain run
     assert records[2] == {
         "type": "step",
         "step": 2,
         "action": {"message": "hello 2"},
         "observation": {"metadata": {"step": 2}, "echoed_message": "hello 2", "message_length": 7},
-        "reward": pytest.approx(0.7),
+        "reward": 0.7,
         "done": False,
+    }
+    assert records[3]["tools"] == ["add", "fail", "greet"] and records[3]["demo"] == "tools"
+    assert {k: records[4][k] for k in ("name", "arguments", "data", "reward", "done", "demo")} == {
+        "name": "add",
+        "arguments": {"a": 2, "b": 40},
+        "data": 42,
+        "reward": 1.0,
+        "done": False,
+        "demo": "tools",
     }
 
 
@@ -71,7 +80,14 @@ def test_run_echo_url_default_action_comes_from_the_schema(
 ) -> None:
     code, out, _ = _run(capsys, "run", echo_server.url, "--json", "--steps", "1")
     assert code == 0
-    assert _json_lines(out)[1]["action"] == {"message": ""}
+    records = _json_lines(out)
+    assert records[0] == {"type": "default_action", "action": {"message": ""}, "from": "schema"}
+    assert [r["type"] for r in records[1:]] == ["reset", "step"] and records[2]["action"] == {"message": ""}
+    code, out, _ = _run(capsys, "run", echo_server.url, "--steps", "1")
+    assert out.splitlines()[0] == (
+        'no --action given: each step sends {"message": ""}, built from the environment\'s action schema '
+        f"(GET /schema; python -m openenv schema {echo_server.url} shows it); choose with --action JSON"
+    )
 
 
 def test_long_observations_are_truncated(capsys: pytest.CaptureFixture[str], counter_server: EnvServer) -> None:
@@ -133,8 +149,9 @@ def test_run_builds_the_default_action_from_the_schema(
     code, out, _ = _run(capsys, "run", server.url)
     assert code == 0
     lines = out.splitlines()
-    assert lines[1].startswith('step 1: action={"direction": "right"} observation=')
-    assert lines[3].endswith("reward=1 done=True")
+    assert lines[0].startswith('no --action given: each step sends {"direction": "right"}, built from')
+    assert lines[2].startswith('step 1: action={"direction": "right"} observation=')
+    assert lines[4].endswith("reward=1 done=True")
     assert "episode done after 3 of 5 steps" in out
     assert "3 steps, mean step latency" in out
 
@@ -214,7 +231,7 @@ def test_a_command_waits_for_a_one_session_server_to_free_its_slot(
     assert "waiting up to 10 s for a session to come free (--capacity-timeout)" in err
     assert err.count("waiting up to") == 1 and "error" not in err
     if command == "run":
-        assert [r["type"] for r in _json_lines(out)] == ["reset"] + ["step"] * 5
+        assert [r["type"] for r in _json_lines(out)] == ["default_action", "reset"] + ["step"] * 5
     else:
         assert json.loads(out) == []
 
@@ -534,8 +551,8 @@ def test_run_and_schema_start_a_docker_image_and_clean_up(
     assert code == 0, err
     assert f"started {ECHO_IMAGE} in " in err
     records = _json_lines(out)
-    assert [r["type"] for r in records] == ["reset", "step", "step"]
-    assert records[1]["action"] == {"message": ""}  # built from the image's /schema
+    assert [r["type"] for r in records] == ["default_action", "reset", "step", "step"]
+    assert records[0]["action"] == records[2]["action"] == {"message": ""}  # built from the image's /schema
     code, out, err = _run(capsys, "schema", f"docker:{ECHO_IMAGE}", "--json")
     assert code == 0, err
     assert json.loads(out)["action"]["required"] == ["message"]
@@ -752,10 +769,10 @@ def test_numbers_and_counts_read_well(capsys: pytest.CaptureFixture[str], echo_s
     code, out, _ = _run(capsys, "run", echo_server.url, "--action", '{"message": "hello 2"}')
     assert code == 0
     step = out.splitlines()[1]
-    assert step.endswith("reward=0.7 done=False")  # the server's 0.7000000000000001
+    assert step.endswith("reward=0.7 done=False")
     assert "1 step, mean step latency" in out and "1 steps" not in out
     code, out, _ = _run(capsys, "run", echo_server.url, "--action", '{"message": "hello 2"}', "--json")
-    assert _json_lines(out)[1]["reward"] == 7 * 0.1  # exact in --json
+    assert _json_lines(out)[1]["reward"] == 0.7  # exact in --json: the echo's 7 / 10
 
 
 def test_run_help_says_the_demo_starts_a_second_server(capsys: pytest.CaptureFixture[str]) -> None:
@@ -764,3 +781,126 @@ def test_run_help_says_the_demo_starts_a_second_server(capsys: pytest.CaptureFix
     text = " ".join(capsys.readouterr().out.split())
     assert "starts a second in-process server (the built-in tool environment)" in text
     assert "--install" in text and "--command CMD" in text
+
+
+# -- what a newcomer sees (issue #31) ------------------------------------------------------------
+
+
+def _cli(*argv: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "openenv", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_ctrl_c_during_a_long_run_is_one_line_and_exit_130_and_its_memory_does_not_grow_with_steps() -> None:
+    """SIGINT to the real CLI process: exit 130, one line, no traceback; ``--steps 10^8`` starts at once."""
+    import signal
+
+    proc = _cli("run", "--steps", "100000000")
+    try:
+        assert proc.stdout is not None
+        started = time.monotonic()
+        first = proc.stdout.readline()  # the reset line
+        step = proc.stdout.readline()
+        # the old plan built a list of 10^8 steps first (800 MB, seconds) before step 1
+        assert first.startswith("reset: ") and step.startswith("step 1: "), (first, step)
+        assert time.monotonic() - started < BOOT
+        assert _rss_mib(proc.pid) < 150
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=BOOT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = [line for line in err.splitlines() if not line.startswith("started an in-process echo server")]
+    assert lines == ["interrupted"]
+
+
+def test_ctrl_c_while_tools_waits_for_a_full_server_is_one_line(server_factory: ServerFactory) -> None:
+    """``tools URL`` waiting for a session of a full server: SIGINT ends it with one line and 130."""
+    import signal
+
+    from openenv.server.echo import EchoEnvironment
+    from openenv.sync import Env
+
+    server = server_factory(EchoEnvironment, max_sessions=1)
+    with Env(server.url) as holder:
+        holder.reset()
+        proc = _cli("tools", server.url, "--capacity-timeout", "120")
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            while line and "waiting up to" not in line:
+                line = proc.stderr.readline()
+            assert "waiting up to 120 s" in line
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=BOOT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "interrupted"
+
+
+def test_tools_without_a_target_lists_the_demo_s_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "tools")
+    assert code == 0, err
+    assert "started an in-process server of the built-in tool environment" in err
+    assert out.splitlines()[0] == "add: Add two integers."
+    assert "greet: Greet someone by name." in out and "no MCP tools" not in out
+    code, out, err = _run(capsys, "run", "--tool", "add", "--args", '{"a": 1, "b": 2}', "--json")
+    assert code == 0, err  # and `run --tool` without a target calls it there, as `tools` shows
+    assert [(r["type"], r.get("data")) for r in _json_lines(out)] == [("reset", None), ("tool", 3)]
+
+
+def test_the_tools_demo_scores_its_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    from openenv.server import EnvServer
+    from openenv.sync import Env, ToolError
+
+    with EnvServer(ToolsDemoEnvironment, host="127.0.0.1", port=0) as server, Env(server.url) as env:
+        env.reset()
+        result = env.call_tool("add", a=2, b=40)
+        assert (result.data, result.reward, result.done) == (42, 1.0, False)
+        with pytest.raises(ToolError) as info:
+            env.call_tool("fail", message="boom")
+        assert (info.value.reward, info.value.done) == (0.0, False)
+    code, out, _ = _run(capsys, "run")
+    assert code == 0 and "call_tool add(a=2, b=40) -> data=42 text='42' reward=1 done=False" in out
+
+
+def test_every_tool_error_hints_at_tools(capsys: pytest.CaptureFixture[str], server_factory: ServerFactory) -> None:
+    server = server_factory(ToolsDemoEnvironment)
+    for args in ('{"a": 1}', '{"a": 1, "b": "x"}'):
+        code, _, err = _run(capsys, "run", server.url, "--tool", "add", "--args", args)
+        assert code == 1, err
+        assert f"hint: python -m openenv tools {server.url} shows the tools and their parameters" in err
+    code, _, err = _run(capsys, "run", server.url, "--tool", "fail", "--args", '{"message": "boom"}')
+    assert code == 1 and "python -m openenv tools" in err
+
+
+def test_schema_prints_descriptions_as_plain_text(
+    capsys: pytest.CaptureFixture[str], server_factory: ServerFactory
+) -> None:
+    from openenv._cli.inspect import _plain
+
+    assert _plain("The ``episode_id`` of :class:`~openenv.sync.Env`, `x` and **y**") == (
+        "The episode_id of openenv.sync.Env, x and y"
+    )
+    code, out, _ = _run(capsys, "schema")
+    assert code == 0 and "``" not in out and ":class:" not in out

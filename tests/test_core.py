@@ -426,3 +426,22 @@ def test_bootstrap_error_lists_each_failure_and_round_trips() -> None:
     assert "[3] ReadinessTimeout: http://127.0.0.1:9 did not become healthy" in text and "line two" in text
     copy = pickle.loads(pickle.dumps(error))
     assert str(copy) == text and list(copy.failures) == [1, 3] and copy.total == 4
+
+
+def test_bootstrap_error_lists_identical_causes_once() -> None:
+    """Eight pulls of one missing image give one message, not eight copies of it."""
+    from openenv._core.errors import BootstrapError, ContainerExited, ImageNotFound
+
+    missing = "image echo-env:latest is not available locally and could not be pulled (no such host); build it"
+    error = BootstrapError({i: ImageNotFound(missing, "echo-env:latest") for i in range(8)}, 8)
+    head = "8 of 8 servers failed to start (every server was stopped)"
+    assert str(error) == f"{head}, all with: ImageNotFound: {missing}"
+    one = BootstrapError({2: ImageNotFound(missing, "echo-env:latest")}, 3)
+    assert str(one) == f"1 of 3 servers failed to start (every server was stopped): [2] ImageNotFound: {missing}"
+    two = BootstrapError({0: ImageNotFound(missing, "x"), 3: ImageNotFound(missing, "x")}, 4)
+    assert str(two) == f"2 of 4 servers failed to start (every server was stopped): [0, 3] ImageNotFound: {missing}"
+    mixed = BootstrapError({**{i: ImageNotFound(missing, "x") for i in (0, 2, 5)}, 4: ContainerExited("c", 1, "")}, 6)
+    text = str(mixed)
+    assert text.count(missing) == 1 and f"  [0, 2, 5] ImageNotFound: {missing}" in text
+    assert "  [4] ContainerExited: container c exited" in text
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)

@@ -9,16 +9,27 @@ without ``$MAX_CONCURRENT_ENVS``: the page's defaults are the ones a user gets).
 A page that shows no command for a port runs against the quick start's
 (``docs/quickstart.md``, 8000) or the tools guide's (``docs/guides/tools.md``,
 8001) command. The URLs are replaced by the servers' real ones before a block
-runs.  A block with top-level ``await`` / ``async with`` runs in a fresh event
-loop.
+runs. Each block runs as a reader runs it: saved to a file (after the blocks
+it continues) and run with ``python`` in a fresh interpreter, in an empty
+folder; so a top-level ``await`` or ``async with`` fails, as it does for the
+reader (wrap it in ``async def main()`` + ``asyncio.run(main())``). The blocks
+run in parallel under pytest-xdist (``nox -s docs``).
 
 Blocks that cannot run here say so in the Markdown, on the line right before
 the fence, so every skip is deliberate and shows up in ``pytest -rs``:
 
 ``<!-- docs: skip REASON -->``
     a fragment, or output, or something that cannot run as is.
-``<!-- docs: docker -->`` / ``<!-- docs: space -->``
-    needs a Docker image / a Hugging Face Space (and the network).
+``<!-- docs: docker IMAGE -->``
+    needs the Docker image ``IMAGE``, built by a command the page gives
+    (``python3 scripts/docker_setup.py --echo-only`` for ``echo-env:latest``):
+    runs when the local engine has the image and ``$OPENENV_DOCS_DOCKER`` is set (``nox -s docs``
+    sets it: the other suites start no container), skipped otherwise (nothing is pulled).
+``<!-- docs: space -->``
+    needs a Hugging Face Space and the network.
+``<!-- docs: extra NAME -->``
+    needs the package's extra ``NAME`` (``pip install '.[server]'``), which the
+    page tells the reader to install: runs when its modules import, skipped otherwise.
 ``<!-- docs: requires MODULE:ATTR.PATH[(param)] ... -->``
     runs only once the API exists (written to a contract that is being built
     on another branch); skipped, with the missing name, until then.
@@ -30,9 +41,8 @@ A marker may be combined with ``continue`` (``<!-- docs: continue requires ... -
 
 from __future__ import annotations
 
-import ast
-import asyncio
 import importlib
+import importlib.util
 import inspect
 import os
 import queue
@@ -52,12 +62,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)[^\n]*$")
 MARKER = re.compile(r"^\s*<!--\s*docs:\s*(?P<body>.*?)\s*-->\s*$")
-KINDS = ("skip", "docker", "space", "requires", "continue")
+KINDS = ("skip", "docker", "space", "requires", "continue", "extra")
+#: ``<!-- docs: extra NAME -->``: the modules the package's extra NAME installs (the page says to install it)
+EXTRAS = {"server": ("starlette", "uvicorn")}
 #: ``python -m openenv serve ARGS`` in a code line or inline code (up to a comment or the closing backtick)
 SERVE = re.compile(r"python3? -m openenv serve (?P<args>[^`#\n]*[^`#\n\s])")
 PORTS = ("8000", "8001")
 #: where a page that shows no server command for a port finds it
 DEFAULT_SERVER_PAGES = {"8000": ROOT / "docs" / "quickstart.md", "8001": ROOT / "docs" / "guides" / "tools.md"}
+
+#: the command the pages give for the image their docker blocks use (echo-env:latest)
+BUILD_ECHO = "python3 scripts/docker_setup.py --echo-only"
 
 # README.md is edited by the lead; until its blocks carry markers, these (matched by
 # their first code line) are listed here, with the marker each should get.
@@ -174,9 +189,19 @@ def _skip_reason(block: Block) -> str | None:
         if "skip" in kinds:
             return f"marked skip: {kinds['skip']}"
         if "docker" in kinds:
-            return "marked docker: needs a Docker image" + (f" ({kinds['docker']})" if kinds["docker"] else "")
+            image = kinds["docker"].split()[0] if kinds["docker"] else ""
+            if not image:
+                return "marked docker: needs a Docker image"
+            if not os.environ.get("OPENENV_DOCS_DOCKER"):
+                return f"marked docker: needs {image}; run by nox -s docs (OPENENV_DOCS_DOCKER=1) when it is built"
+            if not _image_present(image):
+                return f"marked docker: needs the image {image}, not built here (build it with `{BUILD_ECHO}`)"
         if "space" in kinds:
             return "marked space: needs a Hugging Face Space and the network"
+        extra = kinds.get("extra", "")
+        missing = [m for m in EXTRAS.get(extra, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            return f"marked extra {extra}: needs pip install '.[{extra}]' ({', '.join(missing)} not installed)"
         for spec in kinds.get("requires", "").split():
             if _missing(spec):
                 return f"marked requires: {spec} does not exist yet"
@@ -186,6 +211,20 @@ def _skip_reason(block: Block) -> str | None:
             if first.startswith(prefix):
                 return f"README block not marked yet: {reason}"
     return None
+
+
+def _image_present(image: str) -> bool:
+    """Whether the local Docker engine has ``image`` (a docker block runs only then; nothing is pulled)."""
+    if image not in _IMAGES:
+        try:
+            found = subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30)
+            _IMAGES[image] = found.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _IMAGES[image] = False
+    return _IMAGES[image]
+
+
+_IMAGES: dict[str, bool] = {}
 
 
 def page_server_commands(path: Path) -> dict[str, list[str]]:
@@ -302,26 +341,47 @@ def _substitute(code: str, urls: dict[str, str]) -> str:
     return code
 
 
-def _run(code: str, name: str, namespace: dict[str, Any]) -> None:
-    compiled = compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    if compiled.co_flags & inspect.CO_COROUTINE:
-        asyncio.run(eval(compiled, namespace))  # top-level await: a fresh event loop per block
-    else:
-        exec(compiled, namespace)
+#: a block's own run, as a reader's ``python example.py``: generous, since CI loads the machine
+BLOCK_TIMEOUT = 120
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
-def test_example(block: Block, servers: Servers) -> None:
-    reason = _skip_reason(block)
-    if reason:
-        pytest.skip(f"{block.id}: {reason}")
+def program(block: Block) -> str:
+    """The file a reader saves: the block, after the blocks it continues (a page's ``continue``)."""
     chain = [block]
     while chain[-1].previous is not None:
         chain.append(chain[-1].previous)
-    urls = servers.urls(block.path, "\n".join(item.code for item in chain))
-    namespace: dict[str, Any] = {"__name__": "__docs__"}
-    for item in reversed(chain):
-        _run(_substitute(item.code, urls), item.id, namespace)
+    return "\n\n".join(item.code for item in reversed(chain)) + "\n"
+
+
+def run_as_a_file(code: str, directory: Path, name: str = "example.py") -> subprocess.CompletedProcess[str]:
+    """``python example.py`` in a fresh interpreter, in an empty folder, as a reader runs a pasted block."""
+    path = directory / name
+    path.write_text(code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP")}
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=directory,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT,
+    )
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
+def test_example(block: Block, servers: Servers, tmp_path: Path) -> None:
+    """Each block, saved to a file and run with ``python``, exits 0 (a file has no top-level ``await``)."""
+    reason = _skip_reason(block)
+    if reason:
+        pytest.skip(f"{block.id}: {reason}")
+    code = program(block)
+    urls = servers.urls(block.path, code)
+    done = run_as_a_file(_substitute(code, urls), tmp_path)
+    assert done.returncode == 0, (
+        f"{block.id}, saved to a file and run with python, exited {done.returncode}:\n"
+        f"{done.stderr[-3000:]}\n--- the program ---\n{code}"
+    )
 
 
 def test_the_quick_start_and_the_readme_show_their_servers() -> None:
@@ -394,3 +454,92 @@ def test_docstrings_are_markdown() -> None:
         found += [f"{rel}: {m.group(0)}" for m in role.finditer(text)]
         found += [f"{rel}: '{m.group(0).strip()}'" for m in literal.finditer(text)]
     assert not found, "use [`Name`][openenv.sync.Name] and fenced blocks instead:\n" + "\n".join(found)
+
+
+def test_a_pasted_top_level_async_with_fails_as_it_does_for_a_reader(tmp_path: Path) -> None:
+    """The runner is a reader's ``python example.py``: no top-level await, an empty folder, a fresh interpreter."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nfrom openenv.aio import Env\n\nasync with Env('http://127.0.0.1:9') as env:\n    pass\n```\n\n"
+        "```python\nimport os, sys\nassert 'openenv' not in sys.modules and os.listdir('.') == ['example.py']\n```\n",
+        encoding="utf-8",
+    )
+    pasted, clean = collect(page, root=tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    done = run_as_a_file(program(pasted), tmp_path / "a")
+    assert done.returncode == 1 and "SyntaxError: 'async with' outside async function" in done.stderr
+    assert run_as_a_file(program(clean), tmp_path / "b").returncode == 0
+
+
+def _shell_lines(path: Path) -> list[tuple[int, str]]:
+    """The command lines of a page's ``bash``/``sh``/``console`` blocks, with their line numbers."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found, lang = [], None
+    for number, line in enumerate(lines, 1):
+        match = FENCE.match(line)
+        if match:
+            lang = match.group("lang").lower() if lang is None else None
+            continue
+        if lang in ("bash", "sh", "shell", "console") and line.strip() and not line.lstrip().startswith("#"):
+            found.append((number, line.strip().removeprefix("$ ")))
+    return found
+
+
+#: a command a venv provides (the system's ``python3`` only creates the venv and runs stdlib scripts)
+VENV_COMMAND = re.compile(r"(?:^|&&\s*|;\s*)(python|pip|nox|mkdocs|pytest)\b(?! -m venv)")
+
+
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_shell_commands_fit_the_page_s_shell(path: Path) -> None:
+    """A page that creates ``.venv`` without activating it runs everything as ``.venv/bin/...``.
+
+    (The README's quick start is one line that never activates the venv, so its
+    later commands must not assume an activated one; the quick start page
+    activates it, and the guides follow it.)
+    """
+    commands = _shell_lines(path)
+    text = "\n".join(line for _, line in commands)
+    if ".venv/bin/" not in text or "activate" in text:
+        return
+    bare = [f"{path.name}:{number}: {line}" for number, line in commands if VENV_COMMAND.search(line)]
+    assert not bare, "the page never activates its .venv: use .venv/bin/... in\n" + "\n".join(bare)
+
+
+def test_pages_say_how_to_build_the_images_they_use() -> None:
+    """A ``docker`` block names its image, and its page gives the command that builds it."""
+    missing = []
+    for block in BLOCKS:
+        if "docker" not in block.kinds:
+            continue
+        image = (block.kinds["docker"].split() or [""])[0]
+        if image != "echo-env:latest":
+            missing.append(f"{block.id}: the docker marker names {image!r}, not an image the docs can build")
+        elif BUILD_ECHO not in block.path.read_text(encoding="utf-8"):
+            missing.append(f"{block.id}: uses {image} and its page never says `{BUILD_ECHO}`")
+    assert not missing, "\n".join(missing)
+
+
+def test_pages_say_how_to_install_the_extras_they_use() -> None:
+    """A block marked ``extra NAME`` is on a page that gives the install command of that extra."""
+    missing = [
+        f"{block.id}: needs the {block.kinds['extra']!r} extra and its page never says pip install '.[...]'"
+        for block in BLOCKS
+        if "extra" in block.kinds
+        and f"pip install '.[{block.kinds['extra']}]'" not in block.path.read_text(encoding="utf-8")
+    ]
+    unknown = [
+        f"{b.id}: unknown extra {b.kinds['extra']!r}" for b in BLOCKS if b.kinds.get("extra", "server") not in EXTRAS
+    ]
+    assert not missing and not unknown, "\n".join(missing + unknown)
+
+
+def test_every_block_compiles_as_a_file() -> None:
+    """Skipped blocks too: none has a top-level ``await`` / ``async with``, which no file can run."""
+    broken = []
+    for block in BLOCKS:
+        try:
+            compile(program(block), block.id, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            broken.append(f"{block.id}: {exc.msg}: {(exc.text or '').strip()}")
+    assert not broken, "wrap it in async def main() + asyncio.run(main()):\n" + "\n".join(broken)

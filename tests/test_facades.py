@@ -84,14 +84,28 @@ def test_flavoured_names_report_their_facade(facade: ModuleType, flavour: Module
     assert repr(facade.Env).startswith(f"<class '{facade.__name__}.Env'")
 
 
-def test_shared_names_report_openenv_sync() -> None:
+def _is_error(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def test_shared_names_report_their_public_home() -> None:
+    """Errors: ``openenv.errors`` (neither flavour's name); the other shared classes: ``openenv.sync``."""
+    import openenv.errors
+
     for name in _shared.__all__:
-        expected = "openenv.sync" if name not in LAZY else getattr(_shared, name).__module__
-        assert getattr(_shared, name).__module__ == expected, name
+        value = getattr(_shared, name)
+        expected = "openenv.errors" if _is_error(value) else "openenv.sync"
+        if name in LAZY:
+            expected = value.__module__
+        assert value.__module__ == expected, name
+        if _is_error(value):
+            assert getattr(openenv.errors, name) is value is getattr(aio, name) is getattr(sync, name), name
+    errors = sorted(n for n in _shared.__all__ if _is_error(getattr(_shared, n)))
+    assert sorted(openenv.errors.__all__) == errors
     for name in LAZY:  # pydantic resolves a subclass's inherited annotations through the defining module
         assert getattr(_shared, name).__module__.startswith("openenv._core."), name
     line = traceback.format_exception_only(aio.ConnectError, aio.ConnectError("refused"))[-1]
-    assert line == "openenv.sync.ConnectError: refused\n"
+    assert line == "openenv.errors.ConnectError: refused\n"  # in asyncio code too: no "sync" in its name
 
 
 def test_shared_classes_pickle_by_their_public_name_and_keep_their_type_hints() -> None:
@@ -117,7 +131,12 @@ def test_a_pickled_error_loads_in_a_process_without_asyncio() -> None:
         "print(type(e).__module__, type(e).__name__, e, 'asyncio' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout
-    assert out.decode().split() == ["openenv.sync", "ConnectError", "refused", "False"]
+    assert out.decode().split() == ["openenv.errors", "ConnectError", "refused", "False"]
+    code = (
+        "import sys, openenv.errors; print(sorted(m for m in ('asyncio', 'websockets', 'httpx') if m in sys.modules))"
+    )
+    light = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True).stdout
+    assert light.strip() == "[]"  # the errors' home imports only the errors
 
 
 def _public_methods(cls: type) -> dict[str, object]:

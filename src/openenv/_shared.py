@@ -2,11 +2,12 @@
 
 ``__all__`` below is the one list of the shared names (the flavoured ones are
 in ``openenv._async``): ``scripts/run_unasync.py`` generates the facades'
-imports from both.  The shared classes report ``openenv.sync`` as their
-``__module__`` (``openenv.sync.SessionLost``, in both flavours: they are one
-object, documented once, under ``openenv.sync``), except the lazy pydantic
-models, which keep their defining module: pydantic resolves a subclass's
-inherited annotations through it.
+imports from both.  The shared errors report ``openenv.errors``
+as their ``__module__`` (``openenv.errors.SessionLost``, in both flavours: one
+object, whose name must not say ``sync`` in asyncio code), the other shared
+classes ``openenv.sync`` (documented once, under ``openenv.sync``), except the
+lazy pydantic models, which keep their defining module: pydantic resolves a
+subclass's inherited annotations through it.
 
 ``openenv`` itself is a namespace package: this distribution ships no
 ``openenv/__init__.py``, so it installs beside the released ``openenv-core`` /
@@ -159,11 +160,18 @@ def publish(obj: Any, module: str) -> None:
     obj.__module__ = module
 
 
+#: the public home of the errors: a neutral module (neither flavour), which imports only the errors
+ERRORS_MODULE = "openenv.errors"
+
+
 def _publish_all() -> None:
     namespace = globals()
     for name in __all__:
         if name not in _LAZY:
-            publish(namespace[name], "openenv.sync")  # pickles as openenv.sync.X, which imports no asyncio
+            value = namespace[name]
+            is_error = isinstance(value, type) and issubclass(value, BaseException)
+            # errors: openenv.errors.X, the same in both flavours; the rest: openenv.sync.X (no asyncio either)
+            publish(value, ERRORS_MODULE if is_error else "openenv.sync")
 
 
 _publish_all()

@@ -24,7 +24,7 @@ from .._blocking import process as _process
 from .._blocking.retry import Deadline, backoff
 from .._core.checkout import uvicorn_command
 from .._core.containers import container_labels, new_container_name, new_session_id
-from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout
+from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout, exception_line
 from .._core.options import ClientOptions, VerifyTypes, check_timeout
 from .._core.urls import parse_base_url, redact_url
 from .._shim_async import run_blocking, run_cleanup, sleep
@@ -419,9 +419,12 @@ class ProcessProvider(ServerProvider):
         child = self._child
         if child is not None and child.exit_code() is not None:
             tail = _process.output_tail(child)
+            raised = exception_line(tail)
             raise ProviderError(
                 f"the server process {os.path.basename(child.command[0])!r} exited with code "
-                f"{child.exit_code()} during start" + (f"; last output lines:\n{tail}" if tail else "")
+                f"{child.exit_code()} during start"
+                + (f": it raised {raised}" if raised else "")
+                + (f"; last output lines:\n{tail}" if tail else "")
             )
 
     async def logs(self) -> str:

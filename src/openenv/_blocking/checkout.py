@@ -59,8 +59,10 @@ def gather_facts(directory: str, app: str, *, install: bool = False) -> Checkout
 
 
 def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    """The exception the child raised (its last traceback's), not a banner line it printed."""
+    from .._core.errors import last_meaningful_line
+
+    return last_meaningful_line(text)
 
 
 def probe_current(

@@ -294,11 +294,32 @@ def _format_progress(event: Mapping[str, Any]) -> str | None:
     return " ".join(parts)
 
 
+#: how to build the image the docs' examples use (``echo-env:latest``)
+_DOCS_ECHO_IMAGE = "echo-env:latest"
+_BUILD_DOCS_ECHO = "`python3 scripts/docker_setup.py --echo-only` in a checkout of openenv-twin"
+
+
+def _pull_error(image: str, reason: str, not_found: bool, missing_locally: bool) -> ProviderError:
+    """The error of a failed pull: short and actionable when the image is not there locally either."""
+    if missing_locally:
+        how = _BUILD_DOCS_ECHO if image == _DOCS_ECHO_IMAGE else f"`docker build -t {image} <its build folder>`"
+        message = (
+            f"image {image} is not available locally and could not be pulled ({reason}); "
+            f"build it with {how}, or pull it where a registry is reachable"
+        )
+    elif not_found:
+        message = f"image {image} not found in its registry: {reason}"
+    else:
+        message = f"pulling {image} failed: {reason}"
+    return ImageNotFound(message, image) if not_found or missing_locally else ProviderError(message)
+
+
 def pull_image(
     client: DockerClient,
     image: str,
     *,
     progress: Callable[[str], None] | None = None,
+    _missing_locally: bool = False,
 ) -> str:
     """Pull ``image`` from its registry, streaming progress; return the local image id.
 
@@ -310,7 +331,9 @@ def pull_image(
             repeated identical lines are dropped.
 
     Raises:
-        ImageNotFound: the registry does not have the repository or the tag.
+        ImageNotFound: the registry does not have the repository or the tag
+            (or, from `pull_if_missing`, any pull failure of an image that is
+            not present locally: one line saying so and how to build it).
         DockerUnavailable: the engine did not answer.
         ProviderError: any other pull failure (network, auth, disk, ...).
     """
@@ -318,6 +341,7 @@ def pull_image(
     repo, tag = _split_reference(image)
     with _image_lock(image), _lock(client):
         last: str | None = None
+        failure: ProviderError | None = None
         try:
             stream: Iterator[dict[str, Any]] = client.api.pull(repo, tag=tag, stream=True, decode=True)
             for event in stream:
@@ -325,23 +349,25 @@ def pull_image(
                     continue
                 if event.get("error") or event.get("errorDetail"):
                     message = str(event.get("error") or (event.get("errorDetail") or {}).get("message", ""))
-                    if _NOT_FOUND.search(message):
-                        raise ImageNotFound(f"image {image} not found in its registry: {message}", image)
-                    raise ProviderError(f"pulling {image} failed: {message}")
+                    failure = _pull_error(image, message, bool(_NOT_FOUND.search(message)), _missing_locally)
+                    break
                 line = _format_progress(event)
                 if progress is not None and line is not None and line != last:
                     progress(line)
                     last = line
-        except (ImageNotFound, ProviderError):
-            raise
-        except errors.NotFound as exc:
-            raise ImageNotFound(f"image {image} not found in its registry: {_explain(exc)}", image) from exc
         except errors.APIError as exc:
-            if _NOT_FOUND.search(_explain(exc)):
-                raise ImageNotFound(f"image {image} not found in its registry: {_explain(exc)}", image) from exc
-            raise ProviderError(f"pulling {image} failed: {_explain(exc)}") from exc
+            not_found = isinstance(exc, errors.NotFound) or bool(_NOT_FOUND.search(_explain(exc)))
+            failure = _pull_error(image, _explain(exc), not_found, _missing_locally)
+            if not _missing_locally:
+                raise failure from exc
         except Exception as exc:
-            raise _provider_error(f"pulling {image} failed", exc) from exc
+            error = _provider_error(f"pulling {image} failed", exc)
+            if _missing_locally and not isinstance(error, DockerUnavailable):
+                failure = _pull_error(image, _explain(exc), False, True)
+            else:
+                raise error from exc
+        if failure is not None:
+            raise failure  # outside the except clauses: one line, no chain of docker-py's errors
         try:
             return str(client.api.inspect_image(image)["Id"])
         except errors.NotFound as exc:
@@ -363,14 +389,15 @@ def pull_if_missing(
     then find the image present.
 
     Raises:
-        ImageNotFound: the registry does not have the repository or the tag.
+        ImageNotFound: the image is not present locally and could not be
+            pulled (the registry does not have it, or none is reachable): the
+            message says so, quotes the pull's reason, and how to build it.
         DockerUnavailable: the engine did not answer.
-        ProviderError: any other pull failure (network, auth, disk, ...).
     """
     with _image_lock(image):
         if image_present(client, image):
             return False
-        pull_image(client, image, progress=progress)
+        pull_image(client, image, progress=progress, _missing_locally=True)
         return True
 
 

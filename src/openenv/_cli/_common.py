@@ -210,11 +210,18 @@ def _session(
         where = None
         if target is None:
             from openenv.server import EnvServer
-            from openenv.server.echo import EchoEnvironment
 
-            server = EnvServer(EchoEnvironment, host="127.0.0.1", port=0).start()
+            if getattr(args, "demo", "echo") == "tools":  # `tools` without a target: the demo that has tools
+                from openenv.server.tools_demo import ToolsDemoEnvironment
+
+                server = EnvServer(ToolsDemoEnvironment, host="127.0.0.1", port=0).start()
+                out.note(f"started an in-process server of the built-in tool environment on {server.url}")
+            else:
+                from openenv.server.echo import EchoEnvironment
+
+                server = EnvServer(EchoEnvironment, host="127.0.0.1", port=0).start()
+                out.note(f"started an in-process echo server on {server.url}")
             target = server.url
-            out.note(f"started an in-process echo server on {target}")
         else:
             where = _resolve(args)
         opened = time.perf_counter()

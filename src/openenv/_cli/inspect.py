@@ -15,6 +15,16 @@ T = TypeVar("T")
 _PARTS = ("action", "observation", "state")
 
 
+def _plain(text: str) -> str:
+    """A docstring's reST or Markdown markup as plain text: ``name`` -> name, a Sphinx role's target, **b** -> b."""
+    import re
+
+    text = re.sub(r":(?:py:)?[a-z]+:`~?([^`]+)`", r"\1", text)  # a Sphinx role (class, meth, ...) -> its target
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    text = re.sub(r"`([^`]+)`(?:_)?", r"\1", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
+
+
 def _how(field: Any) -> str:
     from openenv._core.defaults import MISSING
 
@@ -37,7 +47,7 @@ def _print_fields(schema: dict[str, Any], indent: str) -> None:
     for f in fields:
         line = f"{indent}{f.name:<{width}}  {f.type:<{type_width}}  [{_how(f)}]"
         if f.description:
-            line += f"  {f.description.splitlines()[0]}"
+            line += f"  {_plain(f.description.splitlines()[0])}"
         print(line)
 
 
@@ -60,8 +70,6 @@ def _read(
         if hint:
             print(hint, file=sys.stderr)
         return None, _status(exc)
-    except KeyboardInterrupt:
-        return None, 130
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -82,7 +90,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
         title = node.get("title")
         print(f"{part}{f' ({title})' if title else ''}:")
         if node.get("description"):
-            print(f"  {str(node['description']).splitlines()[0]}")
+            print(f"  {_plain(str(node['description']).splitlines()[0])}")
         _print_fields(node, "  ")
         defs = node.get("$defs") or node.get("definitions") or {}
         for name, sub in defs.items() if isinstance(defs, dict) else ():
@@ -130,7 +138,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         return 0
     for tool in tools:
         description = (tool.description or "").strip().splitlines()
-        print(f"{tool.name}: {description[0] if description else '(no description)'}")
+        print(f"{tool.name}: {_plain(description[0]) if description else '(no description)'}")
         params = describe_fields(tool.input_schema)
         for p in params:
             how = (
@@ -140,7 +148,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             )
             line = f"    {p.name}: {p.type} [{how}]"
             if p.description:
-                line += f"  {p.description.splitlines()[0]}"
+                line += f"  {_plain(p.description.splitlines()[0])}"
             print(line)
         if not params:
             print("    (no parameters)")
@@ -174,8 +182,12 @@ its type and whether it is required; --json prints the raw tool list (MCP
 spelling: name, description, inputSchema, ...). Then shows how to call one
 with `run --tool`.
 
+Without TARGET, it lists the tools of the built-in tool environment
+(openenv.server.tools_demo, the one `run` demonstrates), served in-process.
+
 examples:
-  %(prog)s http://127.0.0.1:8000
+  %(prog)s                # the built-in tool environment's tools
+  %(prog)s http://127.0.0.1:8001
   %(prog)s my-env:latest --json
 """
 
@@ -202,4 +214,4 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
     )
     _add_target(p_tools)
     p_tools.add_argument("--json", action="store_true", help="print the raw tool list as JSON")
-    p_tools.set_defaults(func=_cmd_tools)
+    p_tools.set_defaults(func=_cmd_tools, demo="tools")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._common import (
@@ -53,27 +53,29 @@ class _AppendOp(argparse.Action):
         namespace.ops = ops
 
 
-def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, Any, Any]], int]:
-    """The ops to run in order (``("action", dict|None, _)``: ``None`` = the default action) and their step count."""
-    ops: list[tuple[str, Any, Any]] = []
+#: one entry of a plan: (kind, value, arguments, count): ``count`` repeats of one op, so a plan's
+#: size never grows with ``--steps`` (``run --steps 100000000`` holds a few tuples, not 10^8)
+_Op = tuple[str, Any, Any, int]
+
+
+def _plan(args: argparse.Namespace) -> tuple[list[_Op], int]:
+    """The ops to run in order (``("action", dict|None, _, n)``: ``None`` = the default action) and their step count."""
+    ops: list[_Op] = []
     for kind, value, extra in args.ops or []:
         if kind == "action":
-            ops.append(("action", _load_object(value, "--action"), None))
+            ops.append(("action", _load_object(value, "--action"), None, 1))
         else:
             arguments = {} if extra is None else _load_object(extra, "--args")
-            ops.append(("tool", value, arguments))
+            ops.append(("tool", value, arguments, 1))
     actions = [op for op in ops if op[0] == "action"]
     steps = args.steps
     if steps is None:
         if not ops:
-            ops = [("action", None, None)] * _DEFAULT_STEPS
+            ops = [("action", None, None, _DEFAULT_STEPS)]
     elif not actions:
-        ops = [("action", None, None)] * steps + ops
+        ops = [("action", None, None, steps), *ops] if steps else ops
     elif len(actions) == 1:
-        expanded: list[tuple[str, Any, Any]] = []
-        for op in ops:
-            expanded.extend([op] * steps if op[0] == "action" else [op])
-        ops = expanded
+        ops = [(k, v, a, steps) if k == "action" else (k, v, a, n) for k, v, a, n in ops]
     elif steps <= len(actions):
         kept, seen = [], 0
         for op in ops:
@@ -88,7 +90,11 @@ def _plan(args: argparse.Namespace) -> tuple[list[tuple[str, Any, Any]], int]:
             f"--steps {steps} but {len(actions)} --action values were given; give one --action to repeat it, "
             f"or one --action per step"
         )
-    return ops, sum(1 for op in ops if op[0] == "action")
+    return ops, _step_count(ops)
+
+
+def _step_count(ops: list[_Op]) -> int:
+    return sum(op[3] for op in ops if op[0] == "action")
 
 
 def _reset_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,6 +146,13 @@ def _default_action(env: Any, args: argparse.Namespace) -> Callable[[int], dict[
     return lambda n: action
 
 
+def _each(ops: list[_Op]) -> Iterator[tuple[str, Any, Any]]:
+    """Every op of a plan, one at a time (its repeats made as they are needed)."""
+    for kind, value, arguments, count in ops:
+        for _ in range(count):
+            yield kind, value, arguments
+
+
 class _NoAction(Exception):
     """No default action (exit status 2)."""
 
@@ -163,12 +176,12 @@ def _tools_of(env: Any) -> list[Any]:
         return []
 
 
-def _check_tools(tools: list[Any], ops: list[tuple[str, Any, Any]], args: argparse.Namespace) -> None:
+def _check_tools(tools: list[Any], ops: list[_Op], args: argparse.Namespace) -> None:
     """Refuse ``--tool NAME`` on an environment without tools, or a NAME it does not have (exit status 2)."""
     from openenv._core.cli import did_you_mean
 
     names = [tool.name for tool in tools]
-    for kind, name, _ in ops:
+    for kind, name, _, _ in ops:
         if kind != "tool":
             continue
         if not names:
@@ -183,9 +196,7 @@ def _check_tools(tools: list[Any], ops: list[tuple[str, Any, Any]], args: argpar
             )
 
 
-def _tool_steps(
-    tools: list[Any], ops: list[tuple[str, Any, Any]], args: argparse.Namespace, out: _Out
-) -> list[tuple[str, Any, Any]]:
+def _tool_steps(tools: list[Any], ops: list[_Op], args: argparse.Namespace, out: _Out) -> list[_Op]:
     """An MCP environment's default steps: each becomes a call of a tool whose arguments the schema gives.
 
     Raises:
@@ -217,7 +228,7 @@ def _tool_steps(
         f"tools: {names}; no --action or --tool given, so each step calls {tool.name}({shown}) "
         f"(choose with --tool NAME --args JSON)",
     )
-    return [("tool", tool.name, dict(arguments)) if op[0] == "action" and op[1] is None else op for op in ops]
+    return [("tool", tool.name, dict(arguments), op[3]) if op[0] == "action" and op[1] is None else op for op in ops]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -232,13 +243,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     where = ""
+    # without a target, --tool calls go to the built-in tool environment (the echo has no tools)
+    args.demo = "tools" if any(op[0] == "tool" for op in ops) else "echo"
     wait = _CapacityWait(args, out)
     try:
         with _session(args, out, wait) as env:
             default: Callable[[int], dict[str, Any]] | None = None
             wants_default = any(op[0] == "action" and op[1] is None for op in ops)
             try:
-                if args.target is not None and (wants_default or any(op[0] == "tool" for op in ops)):
+                if (args.target is not None and wants_default) or any(op[0] == "tool" for op in ops):
                     where = "list tools: "
                     tools = wait(lambda: _tools_of(env))
                     where = ""
@@ -248,10 +261,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         wants_default = False
                 if wants_default:
                     default = _default_action(env, args)
+                    if args.target is not None:  # say where the action comes from, and what it is
+                        action = default(1)
+                        out.record(
+                            {"type": "default_action", "action": action, "from": "schema"},
+                            f"no --action given: each step sends {json.dumps(action, ensure_ascii=False)}, "
+                            f"built from the environment's action schema (GET /schema; "
+                            f"{_prog()} schema{_target_words(args)} shows it); choose with --action JSON",
+                        )
             except _NoAction as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
-            step_count = sum(1 for op in ops if op[0] == "action")
+            step_count = _step_count(ops)
             where = "reset: "
             result = wait(lambda: env.reset(**reset_kwargs))
             out.record(
@@ -263,17 +284,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 },
                 f"reset: observation={_short(result.observation)} reward={_num(result.reward)} done={result.done}",
             )
-            latencies: list[float] = []
-            calls: list[float] = []
+            # counts and sums, not lists: memory does not grow with --steps
+            steps_done, steps_time, calls_done, calls_time = 0, 0.0, 0, 0.0
             done = False
-            for kind, value, arguments in ops:
+            for kind, value, arguments in _each(ops):
                 if kind == "action":
-                    n = len(latencies) + 1
+                    n = steps_done + 1
                     where = f"step {n}: "
                     action = value if value is not None else default(n)  # type: ignore[misc]
                     start = time.perf_counter()
                     result = env.step(action)
-                    latencies.append(time.perf_counter() - start)
+                    steps_done, steps_time = n, steps_time + time.perf_counter() - start
                     done = bool(result.done)
                     out.record(
                         {
@@ -296,7 +317,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     where = f"tool {value}({shown}): "
                     start = time.perf_counter()
                     tool = env.call_tool(value, **arguments)
-                    calls.append(time.perf_counter() - start)
+                    calls_done, calls_time = calls_done + 1, calls_time + time.perf_counter() - start
                     done = bool(tool.done)
                     out.record(
                         {
@@ -320,17 +341,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
             where = ""
             if not args.json:
                 if done and step_count:
-                    print(f"episode done after {len(latencies)} of {plural(step_count, 'step')}")
+                    print(f"episode done after {steps_done} of {plural(step_count, 'step')}")
                 elif done:
-                    print(f"episode done after {plural(len(calls), 'tool call')}")
-                if latencies:
-                    mean_ms = 1000 * sum(latencies) / len(latencies)
-                    print(f"{plural(len(latencies), 'step')}, mean step latency {mean_ms:.3f} ms")
-                if calls:
-                    mean_ms = 1000 * sum(calls) / len(calls)
-                    print(f"{plural(len(calls), 'tool call')}, mean latency {mean_ms:.3f} ms")
-        if args.target is None and not args.ops and not args.json:
-            _tool_demo()
+                    print(f"episode done after {plural(calls_done, 'tool call')}")
+                if steps_done:
+                    mean_ms = 1000 * steps_time / steps_done
+                    print(f"{plural(steps_done, 'step')}, mean step latency {mean_ms:.3f} ms")
+                if calls_done:
+                    mean_ms = 1000 * calls_time / calls_done
+                    print(f"{plural(calls_done, 'tool call')}, mean latency {mean_ms:.3f} ms")
+        if args.target is None and not args.ops:
+            _tool_demo(out)
         return 0
     except OpenEnvError as exc:
         out.error(exc, where)
@@ -344,16 +365,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         hint = _hint(exc, args)
         if hint:
             print(hint, file=sys.stderr)
+        if where.startswith("tool ") and f"{_prog()} tools" not in (hint or ""):
+            print(f"hint: {_prog()} tools{_target_words(args)} shows the tools and their parameters", file=sys.stderr)
         return _status(exc)
     except OSError as exc:  # e.g. the in-process server cannot bind
         out.error(exc, where)
         return 1
-    except KeyboardInterrupt:
-        return 130
 
 
-def _tool_demo() -> None:
-    """One MCP tool call against the built-in tool environment (in-process server)."""
+def _tool_demo(out: _Out) -> None:
+    """One MCP tool call against the built-in tool environment (in-process server); ``--json``: two records."""
     from openenv.server import EnvServer
     from openenv.server.tools_demo import ToolsDemoEnvironment
     from openenv.sync import Env
@@ -363,9 +384,25 @@ def _tool_demo() -> None:
             env.reset()
             names = [t.name for t in env.list_tools()]
             result = env.call_tool("add", a=2, b=40)
-            print(f"tool demo, on a second in-process server (the built-in tool environment) {server.url}:")
-            print(f"tools: {', '.join(names)}")
-            print(f"call_tool add(a=2, b=40) -> data={result.data!r} text={result.text!r}")
+            out.record(
+                {"type": "tools", "tools": names, "demo": "tools", "url": server.url},
+                f"tool demo, on a second in-process server (the built-in tool environment) {server.url}:\n"
+                f"tools: {', '.join(names)}",
+            )
+            out.record(
+                {
+                    "type": "tool",
+                    "name": "add",
+                    "arguments": {"a": 2, "b": 40},
+                    "data": _jsonable(result.data),
+                    "text": result.text,
+                    "reward": result.reward,
+                    "done": result.done,
+                    "demo": "tools",
+                },
+                f"call_tool add(a=2, b=40) -> data={result.data!r} text={result.text!r} "
+                f"reward={_num(result.reward)} done={result.done}",
+            )
 
 
 _RUN_EPILOG = """\
@@ -384,7 +421,9 @@ which fields, or which --tool, to give.
 Without TARGET (the demo), run serves the built-in echo environment on an
 in-process server; without --action and --tool it then starts a second
 in-process server, the built-in tool environment (openenv.server.tools_demo),
-and makes one tool call against it.
+and makes one tool call against it (with --json too: a "tools" and a "tool"
+record, marked "demo": "tools"). With a TARGET and no --action, run first
+says which action it built from the schema ("default_action" with --json).
 
 A checkout directory runs with its own .venv, uv, or this interpreter;
 --install creates its .venv first, --command 'CMD' starts it your own way.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -264,6 +265,47 @@ def error_from_frame(data: Any) -> ServerError:
 # container, a process, ...), never by a session's protocol traffic.
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+#: a line of decoration only (a banner's ``*****``, ``=====``, ``-----``)
+_DECORATION = re.compile(r"^[\W_]*$")
+#: ``ValueError: ...``, ``nltk.LookupError:``, ``KeyboardInterrupt``: an exception line of a traceback
+_EXCEPTION_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::(?P<message>.*))?$")
+
+
+def exception_line(output: str) -> str:
+    """The exception a child process raised, from its output: ``"LookupError: Resource 'words' not found."``.
+
+    The last traceback's exception line, with the first line of its message
+    that is not decoration (NLTK's ``LookupError`` starts its message with a
+    line of asterisks); ``""`` when the output holds no traceback.
+    """
+    lines = output.splitlines()
+    start = max((i for i, line in enumerate(lines) if line.strip() == _TRACEBACK), default=-1)
+    if start < 0:
+        return ""
+    rest = lines[start + 1 :]
+    for i, line in enumerate(rest):
+        if not line or line[0].isspace():
+            continue  # a frame, its source line, its ^^^^ markers
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match is None:
+            return line.strip()
+        name, message = match.group("name"), (match.group("message") or "").strip()
+        if not message or _DECORATION.match(message):
+            message = next((x.strip() for x in rest[i + 1 :] if x.strip() and not _DECORATION.match(x.strip())), "")
+        return f"{name}: {message}" if message else name
+    return ""
+
+
+def last_meaningful_line(output: str) -> str:
+    """The exception line of the output's last traceback, else its last line that is not decoration."""
+    raised = exception_line(output)
+    if raised:
+        return raised
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not _DECORATION.match(line.strip())]
+    return lines[-1] if lines else ""
+
+
 def _tail_text(logs: str, limit: int = 4000) -> str:
     logs = (logs or "").rstrip()
     return logs if len(logs) <= limit else "..." + logs[-limit:]
@@ -318,6 +360,9 @@ class ContainerExited(ProviderError):
         self.status = status
         code = "unknown" if exit_code is None else str(exit_code)
         msg = f"container {container} {status} before it became ready (exit code {code})"
+        raised = exception_line(self.logs)
+        if raised:
+            msg += f": it raised {raised}"
         tail = _tail_text(self.logs)
         if tail:
             msg += "; last log lines:\n" + tail
@@ -391,15 +436,30 @@ class BootstrapError(ProviderError):
     def __init__(self, failures: Mapping[int, BaseException], total: int = 0) -> None:
         self.failures = dict(sorted(failures.items()))
         self.total = total or len(self.failures)
-        lines = [f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped:"]
+        # identical causes (8 pulls of one missing image) are listed once, with their indices
+        groups: dict[str, list[int]] = {}
         for index, exc in self.failures.items():
             text = str(exc) or type(exc).__name__
             logs = getattr(exc, "logs", "")
             tail = _tail_text(logs).strip() if isinstance(logs, str) else ""
             if tail and tail not in text:
                 text += "; last log lines:\n" + tail
-            lines.append(f"  [{index}] {type(exc).__name__}: " + text.replace("\n", "\n      "))
-        super().__init__("\n".join(lines))
+            groups.setdefault(f"{type(exc).__name__}: {text}", []).append(index)
+        head = f"{len(self.failures)} of {self.total} servers failed to start; every server was stopped"
+        if len(groups) == 1:
+            ((text, indices),) = groups.items()
+            message = f"{len(self.failures)} of {self.total} servers failed to start (every server was stopped)"
+            if len(indices) == self.total > 1:
+                message += f", all with: {text}"
+            else:  # which ones, as the tests and a reader of a partial failure want to know
+                message += f": [{', '.join(map(str, indices))}] {text}"
+        else:
+            lines = [head + ":"]
+            for text, indices in groups.items():
+                which = ", ".join(map(str, indices))
+                lines.append(f"  [{which}] " + text.replace("\n", "\n      "))
+            message = "\n".join(lines)
+        super().__init__(message)
 
     def __reduce__(self) -> Any:
         return (type(self), (self.failures, self.total))

@@ -36,7 +36,7 @@ class EchoState(State):
 
 
 class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
-    """Echoes each message; reward = ``len(message) * 0.1``; metadata ``{"step": n}``."""
+    """Echoes each message; reward = ``len(message) / 10``; metadata ``{"step": n}``."""
 
     action_type = EchoAction
     observation_type = EchoObservation
@@ -68,7 +68,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
             echoed_message=action.message,
             message_length=length,
             done=False,
-            reward=length * 0.1,
+            reward=length / 10,  # not length * 0.1: 7 / 10 prints 0.7, 7 * 0.1 0.7000000000000001
             metadata={"step": self._state.step_count},
         )
 

@@ -4,8 +4,10 @@
 serves it; ``python -m openenv run`` makes one tool call against it.  Its
 ordinary ``step`` takes the base action (``{}`` or ``{"metadata": {...}}``) and
 reports how many tool calls the session has made.  A ``call_tool`` made through
-the step loop (a client's ``call_tool`` in simulation mode) counts as a step;
-one made with an ``mcp`` frame does not.
+the step loop (a client's ``call_tool`` in simulation mode) counts as a step and
+is scored: reward 1.0 when the tool answered, 0.0 when the call failed; the
+episode never ends on its own (``done`` stays false).  One made with an ``mcp``
+frame is neither counted nor scored.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class ToolsDemoEnvironment(Environment[Action, ToolsDemoObservation, ToolsDemoSt
         observation = super().step_tool(action)
         if isinstance(action, CallToolAction):
             self._state.step_count += 1
+            # a call through the step loop is scored: 1.0 when the tool answered, 0.0 when the call failed
+            # (unknown tool, bad arguments, the tool raised); the episode never ends on its own (done=False)
+            observation.reward = 0.0 if getattr(observation, "error", None) else 1.0
         return observation
 
     @property
