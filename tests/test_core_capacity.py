@@ -41,7 +41,8 @@ def test_one_schedule_short_steps_then_doubling_to_a_two_second_ceiling() -> Non
     assert list(itertools.islice(capacity_delays(), 10)) == [0.05, 0.05, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
     # the polls' generic schedule is the same function, re-exported by the IO layer that pairs it with a Deadline
     assert blocking_retry.backoff is backoff
-    assert list(itertools.islice(backoff(first=0.1, flat=1, factor=3.0, ceiling=0.5), 4)) == pytest.approx([0.1, 0.3, 0.5, 0.5])
+    polls = backoff(first=0.1, flat=1, factor=3.0, ceiling=0.5)
+    assert list(itertools.islice(polls, 4)) == pytest.approx([0.1, 0.3, 0.5, 0.5])
 
 
 def test_only_a_full_or_overloaded_server_is_waited_for() -> None:
