@@ -15,6 +15,8 @@ import pytest
 from openenv._blocking import lifetimes
 from openenv._core.lifetimes import ProcessRecord, encode_record, record_name
 
+from .leaks import alive, children
+
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
 
@@ -125,16 +127,15 @@ def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registr
     from openenv.sync import ProcessProvider
 
     provider = ProcessProvider([*SLEEPER[:2], "import sys, time; time.sleep(300)", "{port}"])
-    provider._spawn()
+    provider.start()
     try:
-        child = provider._child
-        assert child is not None
         (record,) = lifetimes.list_records()
-        assert record.pid == child.pid and record.owner_pid == os.getpid()
-        assert record.start_time == lifetimes.process_start_time(child.pid)
+        assert record.owner_pid == os.getpid() and record.pid in children()  # the server this process started
+        assert "time.sleep(300)" in " ".join(record.command)
+        assert record.start_time == lifetimes.process_start_time(record.pid)
     finally:
-        provider._halt()
-    assert lifetimes.list_records() == []
+        provider.stop()
+    assert lifetimes.list_records() == [] and not alive(record.pid)
 
 
 def test_dry_run_cuts_command_lines_between_words(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
