@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry, procfs
 from openenv._core.lifetimes import ProcessRecord, encode_record, record_name
 
 from .leaks import alive, children
@@ -24,7 +24,7 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "registry"
     folder.mkdir(mode=0o700)
-    monkeypatch.setenv(lifetimes.RUNTIME_DIR_ENV, str(folder))
+    monkeypatch.setenv(process_registry.RUNTIME_DIR_ENV, str(folder))
     return folder
 
 
@@ -43,14 +43,14 @@ def _sleeper(started: list[subprocess.Popen[bytes]]) -> tuple[subprocess.Popen[b
     started.append(proc)
     start = None
     while start is None:
-        start = lifetimes.process_start_time(proc.pid)
+        start = procfs.process_start_time(proc.pid)
     return proc, start
 
 
 def _dead_owner() -> tuple[int, int]:
     """A PID and start time of a process that has exited."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = lifetimes.process_start_time(proc.pid)
+    start = procfs.process_start_time(proc.pid)
     proc.wait()
     return proc.pid, start or 1
 
@@ -83,7 +83,7 @@ def test_prune_stops_a_stray_server_whose_owner_is_gone(
 ) -> None:
     proc, start = _sleeper(sleepers)
     owner, owner_start = _dead_owner()
-    path = _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), SLEEPER, 0.0))
+    path = _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, procfs.boot_id(), SLEEPER, 0.0))
 
     out = _prune("--dry-run")
     assert f"pid={proc.pid}" in out and "would stop" in out
@@ -100,22 +100,22 @@ def test_prune_never_touches_a_process_whose_start_time_differs(
 ) -> None:
     proc, start = _sleeper(sleepers)
     owner, owner_start = _dead_owner()
-    path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, lifetimes.boot_id(), SLEEPER))
+    path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, procfs.boot_id(), SLEEPER))
     out = _prune("--all")
     assert "already gone" in out
     assert not path.exists()  # the stale record is dropped
     time.sleep(0.2)
     assert proc.poll() is None  # the process that now has the PID lives on
-    assert lifetimes.kill_group(proc.pid, start + 1) is False
+    assert procfs.kill_group(proc.pid, start + 1) is False
     assert proc.poll() is None
 
 
 def test_prune_keeps_servers_of_live_owners_unless_all(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     proc, start = _sleeper(sleepers)
     me = os.getpid()
-    my_start = lifetimes.process_start_time(me)
+    my_start = procfs.process_start_time(me)
     assert my_start is not None
-    path = _write(registry, ProcessRecord(proc.pid, start, me, my_start, lifetimes.boot_id(), SLEEPER))
+    path = _write(registry, ProcessRecord(proc.pid, start, me, my_start, procfs.boot_id(), SLEEPER))
     assert "kept" in _prune()
     assert proc.poll() is None and path.exists()
     assert "stopped" in _prune("--all")
@@ -129,20 +129,20 @@ def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registr
     provider = ProcessProvider([*SLEEPER[:2], "import sys, time; time.sleep(300)", "{port}"])
     provider.start()
     try:
-        (record,) = lifetimes.list_records()
+        (record,) = process_registry.list_records()
         assert record.owner_pid == os.getpid() and record.pid in children()  # the server this process started
         assert "time.sleep(300)" in " ".join(record.command)
-        assert record.start_time == lifetimes.process_start_time(record.pid)
+        assert record.start_time == procfs.process_start_time(record.pid)
     finally:
         provider.stop()
-    assert lifetimes.list_records() == [] and not alive(record.pid)
+    assert process_registry.list_records() == [] and not alive(record.pid)
 
 
 def test_dry_run_cuts_command_lines_between_words(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     proc, start = _sleeper(sleepers)
     owner, owner_start = _dead_owner()
     command = ["/opt/" + "x" * 45, "--port", "34823"]  # a cut at 60 characters would land in the number
-    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), command))
+    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, procfs.boot_id(), command))
     out = _prune("--dry-run")
     line = next(line for line in out.splitlines() if f"pid={proc.pid}" in line)
     assert "--port …" in line and "--port 3" not in line

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from openenv._sync.providers import ProcessProvider
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry, procfs
 
 HERE = Path(__file__).resolve().parent.parent
 CHILD = HERE / "lifetime_child.py"
@@ -25,7 +25,7 @@ FLAVOUR = "sync"
 
 
 def _gone(pid: int, start: int) -> bool:
-    return lifetimes.process_start_time(pid) != start
+    return procfs.process_start_time(pid) != start
 
 
 def _poll(condition: Any, timeout: float = 30.0) -> bool:
@@ -73,7 +73,7 @@ def _finish(proc: subprocess.Popen[bytes]) -> bytes:
 
 @pytest.fixture
 def child_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, lifetimes.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
+    return {**os.environ, process_registry.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
 
 
 def test_a_server_never_closed_is_stopped_at_exit(tmp_path: Path, child_env: dict[str, str]) -> None:
@@ -81,7 +81,7 @@ def test_a_server_never_closed_is_stopped_at_exit(tmp_path: Path, child_env: dic
     err = _finish(proc)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert _gone(info["pid"], info["start"])  # stopped before the interpreter ended
-    assert _poll(lambda: lifetimes.process_start_time(info["reaper"]) is None)  # the reaper left too
+    assert _poll(lambda: procfs.process_start_time(info["reaper"]) is None)  # the reaper left too
     assert os.listdir(tmp_path / "registry") == []
 
 
@@ -92,7 +92,7 @@ def test_a_server_of_a_killed_program_is_removed(tmp_path: Path, child_env: dict
     proc.send_signal(signal.SIGKILL)
     _finish(proc)
     assert _poll(lambda: _gone(info["pid"], info["start"])), "the reaper did not end the server"
-    assert _poll(lambda: lifetimes.process_start_time(info["reaper"]) is None)
+    assert _poll(lambda: procfs.process_start_time(info["reaper"]) is None)
     assert _poll(lambda: os.listdir(tmp_path / "registry") == [])
 
 
