@@ -76,10 +76,10 @@ def children() -> set[int]:
 
 
 def servers_in(directory: str | os.PathLike[str]) -> set[int]:
-    """The servers running in ``directory``, as the OS sees them: the process groups of its live processes.
+    """The servers running in ``directory``, as the OS sees them: the live leaders of its process groups.
 
-    A started server leads a process group of its own (with its lifeline watcher), so its PID is
-    the group's ID. A test gives each server a directory of its own (a checkout copied to
+    A started server leads a process group of its own (with its lifeline watcher, which may
+    outlive it a moment, so it is not counted). A test gives each server a directory of its own (a checkout copied to
     ``tmp_path``, a provider's ``cwd``), so this counts and finds that test's servers without
     reaching into a provider.
     """
@@ -95,8 +95,8 @@ def servers_in(directory: str | os.PathLike[str]) -> set[int]:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:  # gone, or another user's
             continue
-        if fields[0] != "Z":
-            found.add(int(fields[2]))  # the process group
+        if fields[0] != "Z" and fields[2] == name:  # a group's leader: the server (its watcher may linger)
+            found.add(int(name))
     return found
 
 

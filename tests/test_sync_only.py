@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from openenv.sync import Env, SessionLost
 
 from .envs import TOO_LATE, CounterEnv
 from .helpers_sync import until
+from .leaks import servers_in
 
 
 def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
@@ -289,40 +291,41 @@ def test_ctrl_c_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: A
 # half-made socket to the garbage collector: CPython closes it only on OSError.  Collect it here,
 # where its ResourceWarning is expected, instead of in whichever test runs next.
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-def test_ctrl_c_during_process_bootstrap_stops_the_process() -> None:
+def test_ctrl_c_during_process_bootstrap_stops_the_process(tmp_path: Path) -> None:
     import gc
 
     from openenv.sync import ProcessProvider
 
-    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path))
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         Env.from_provider(provider, ready_timeout=30)
     timer.join()
-    assert provider._child is None
+    assert servers_in(tmp_path) == set()
     gc.collect()
 
 
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-def test_ctrl_c_while_many_servers_come_up_stops_them_all_and_ends_the_threads() -> None:
+def test_ctrl_c_while_many_servers_come_up_stops_them_all_and_ends_the_threads(tmp_path: Path) -> None:
     import gc
 
     from openenv._sync.bootstrap import start_providers
     from openenv.sync import ProcessProvider
 
-    providers = [ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    providers = [ProcessProvider(command, cwd=str(tmp_path)) for _ in range(3)]
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         start_providers(providers, 30)
     timer.join()
-    assert all(p._child is None for p in providers)
+    assert servers_in(tmp_path) == set()
     assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
     gc.collect()
 
 
-def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -> None:
+def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c(tmp_path: Path) -> None:
     from openenv._sync.bootstrap import start_providers
     from openenv.sync import ProcessProvider
 
@@ -332,13 +335,14 @@ def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -
             raise RuntimeError("stop broke")
 
     command = [sys.executable, "-c", "import time; time.sleep(60)"]
-    providers = [BrokenStop(command), ProcessProvider(command), BrokenStop(command)]
+    here = str(tmp_path)
+    providers = [BrokenStop(command, cwd=here), ProcessProvider(command, cwd=here), BrokenStop(command, cwd=here)]
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         start_providers(providers, 30)
     timer.join()
-    assert all(p._child is None for p in providers)
+    assert servers_in(tmp_path) == set()
 
 
 def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_factory: Any) -> None:

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -32,7 +33,7 @@ from openenv.aio import (
 
 from ..envs import IN_TIME, TOO_LATE, PeakEnv
 from ..helpers_async import gather, sleep, until
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 
 async def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any) -> None:
@@ -352,11 +353,11 @@ async def test_close_releases_everything_and_misuse_is_refused(server_factory: A
     await pool.close()  # idempotent
 
 
-async def test_from_provider_starts_one_server_per_session_and_stops_them() -> None:
+async def test_from_provider_starts_one_server_per_session_and_stops_them(tmp_path: Path) -> None:
     providers: list[ProcessProvider] = []
 
     def factory(index: int) -> ProcessProvider:
-        provider = ProcessProvider.for_environment("echo", max_sessions=1)
+        provider = ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(tmp_path))
         providers.append(provider)
         return provider
 
@@ -366,25 +367,26 @@ async def test_from_provider_starts_one_server_per_session_and_stops_them() -> N
         await pool.reset()
         results = await pool.step([{"message": "a"}, {"message": "bb"}])
         assert [r.observation["echoed_message"] for r in results] == ["a", "bb"]
-        pids = [p._child.pid for p in providers if p._child is not None]
+        pids = servers_in(tmp_path)
         assert len(pids) == 2
         old = pool.providers[1]
         await pool.replace(1)
         assert pool.providers[1] is not old and len(providers) == 3
         await pool.resize(1)
-    assert all(p._child is None for p in providers)
+        assert len(servers_in(tmp_path)) == 1  # the replacement's server went with the resize
+    assert servers_in(tmp_path) == set()
     assert not any(alive(pid) for pid in pids)
 
 
-async def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> None:
+async def test_from_provider_names_the_server_that_failed_and_stops_the_others(tmp_path: Path) -> None:
     providers: list[ProcessProvider] = []
 
     def factory(index: int) -> ProcessProvider:
         if index == 1:
             code = "import sys; print('cannot start', file=sys.stderr); sys.exit(3)"
-            provider = ProcessProvider([sys.executable, "-c", code])
+            provider = ProcessProvider([sys.executable, "-c", code], cwd=str(tmp_path))
         else:
-            provider = ProcessProvider.for_environment("echo", max_sessions=1)
+            provider = ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(tmp_path))
         providers.append(provider)
         return provider
 
@@ -392,7 +394,7 @@ async def test_from_provider_names_the_server_that_failed_and_stops_the_others()
         await EnvPool.from_provider(factory, size=3, ready_timeout=30)
     assert list(info.value.failures) == [1]
     assert "cannot start" in str(info.value)
-    assert all(p._child is None for p in providers)
+    assert len(providers) == 3 and servers_in(tmp_path) == set()
 
     def broken(index: int) -> ProcessProvider:
         if index == 2:

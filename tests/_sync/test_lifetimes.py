@@ -17,6 +17,8 @@ import pytest
 from openenv._sync.providers import ProcessProvider
 from openenv._blocking import process_registry, procfs
 
+from ..leaks import servers_in
+
 HERE = Path(__file__).resolve().parent.parent
 CHILD = HERE / "lifetime_child.py"
 ECHO_IMAGE = "openenv-test/echo:latest"
@@ -155,7 +157,7 @@ def test_the_listening_socket_is_handed_to_the_server() -> None:
         probe.connect(("127.0.0.1", port))
 
 
-def test_a_taken_port_is_refused_before_anything_starts() -> None:
+def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
     import socket
 
     from openenv.sync import ProviderError
@@ -163,8 +165,9 @@ def test_a_taken_port_is_refused_before_anything_starts() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        provider = ProcessProvider([sys.executable, "-c", FD_SERVER, "{fd}"], port=taken.getsockname()[1])
+        port = taken.getsockname()[1]
+        provider = ProcessProvider([sys.executable, "-c", FD_SERVER, "{fd}"], port=port, cwd=str(tmp_path))
         with pytest.raises(ProviderError, match="cannot listen on 127.0.0.1"):
             provider.start()
-        assert provider._child is None
+        assert servers_in(tmp_path) == set()  # no process was started
         provider.stop()
