@@ -48,19 +48,22 @@ def _imports() -> dict[str, set[str]]:
         module = _module_name(path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    source = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    source = node.module or ""
-                names = [source] + [f"{source}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            found[module].update(n for n in names if n.startswith("openenv."))
+            found[module].update(n for n in _imported(node, package) if n.startswith("openenv."))
     return found
+
+
+def _imported(node: ast.AST, package: str) -> list[str]:
+    """The dotted names an import statement in ``package`` names (``from .a import b``: ``pkg.a``, ``pkg.a.b``)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    return [source] + [f"{source}.{alias.name}" for alias in node.names]
 
 
 def _room(module: str) -> str:
@@ -102,21 +105,7 @@ def test_core_and_blocking_never_reach_up() -> None:
 
 
 def test_no_import_cycle_between_rooms() -> None:
-    graph = _room_graph()
-    state: dict[str, int] = {}
-
-    def visit(room: str, path: list[str]) -> None:
-        state[room] = 1
-        for target in sorted(graph.get(room, ())):
-            if state.get(target) == 1:
-                raise AssertionError("import cycle: " + " -> ".join([*path, room, target]))
-            if target not in state:
-                visit(target, [*path, room])
-        state[room] = 2
-
-    for room in sorted(graph):
-        if room not in state:
-            visit(room, [])
+    assert [" -> ".join(cycle) for cycle in _cycles(_room_graph())] == []
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -142,18 +131,7 @@ def _module_graph(root: pathlib.Path, top: str = "openenv") -> dict[str, set[str
                 stack.extend(node.orelse)
                 continue
             stack.extend(ast.iter_child_nodes(node))
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    source = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    source = node.module or ""
-                names = [source] + [f"{source}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            for name in names:
+            for name in _imported(node, package):
                 while name and name not in modules:  # ``from .docker import f``: the module docker
                     name = name.rpartition(".")[0]
                 if name and name != module and modules[name].name != "__init__.py":
