@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -95,19 +96,42 @@ def test_prune_stops_a_stray_server_whose_owner_is_gone(
     assert not path.exists()
 
 
+#: A sleeper that blocks SIGTERM, then says so: a SIGTERM sent to it stays pending, for the test to see at once.
+DEAF_SLEEPER = [
+    sys.executable,
+    "-c",
+    "import signal, sys, time; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); "
+    "print('deaf', flush=True); time.sleep(300)",
+]
+
+
+def _pending_sigterm(pid: int) -> bool:
+    """Whether a SIGTERM waits, blocked, on process ``pid`` (``/proc/<pid>/status``: ``SigPnd``, ``ShdPnd``)."""
+    bit = 1 << (signal.SIGTERM - 1)
+    with open(f"/proc/{pid}/status") as status:
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return any(int(fields[name].strip(), 16) & bit for name in ("SigPnd", "ShdPnd"))
+
+
 def test_prune_never_touches_a_process_whose_start_time_differs(
     registry: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
-    proc, start = _sleeper(sleepers)
+    proc = subprocess.Popen(DEAF_SLEEPER, start_new_session=True, stdout=subprocess.PIPE)
+    sleepers.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline() == b"deaf\n"  # SIGTERM is blocked from here on
+    start = procfs.process_start_time(proc.pid)
+    assert start is not None
     owner, owner_start = _dead_owner()
     path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, procfs.boot_id(), SLEEPER))
     out = _prune("--all")
     assert "already gone" in out
     assert not path.exists()  # the stale record is dropped
-    time.sleep(0.2)
-    assert proc.poll() is None  # the process that now has the PID lives on
+    assert not _pending_sigterm(proc.pid)  # the process that now has the PID was never signalled
     assert procfs.kill_group(proc.pid, start + 1) is False
-    assert proc.poll() is None
+    assert not _pending_sigterm(proc.pid) and proc.poll() is None
+    os.killpg(proc.pid, signal.SIGTERM)  # the check itself sees a SIGTERM that was sent
+    assert _pending_sigterm(proc.pid)
+    proc.stdout.close()
 
 
 def test_prune_keeps_servers_of_live_owners_unless_all(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
