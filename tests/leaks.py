@@ -53,6 +53,11 @@ def sockets() -> set[int]:
     return {fd for fd in open_fds() if _fd_target(fd).startswith("socket:")}
 
 
+def socket_inodes() -> set[str]:
+    """The sockets this process holds open, by inode (``socket:[123]``: unlike an fd, never reused at once)."""
+    return {target for target in map(_fd_target, open_fds()) if target.startswith("socket:")}
+
+
 def children() -> set[int]:
     """Live (non-zombie) child processes of this process."""
     me = str(os.getpid())
@@ -66,6 +71,31 @@ def children() -> set[int]:
         except OSError:
             continue
         if fields[1] == me and fields[0] != "Z":
+            found.add(int(name))
+    return found
+
+
+def servers_in(directory: str | os.PathLike[str]) -> set[int]:
+    """The servers running in ``directory``, as the OS sees them: the live leaders of its process groups.
+
+    A started server leads a process group of its own (with its lifeline watcher, which may
+    outlive it a moment, so it is not counted). A test gives each server a directory of its own (a checkout copied to
+    ``tmp_path``, a provider's ``cwd``), so this counts and finds that test's servers without
+    reaching into a provider.
+    """
+    wanted = os.path.realpath(directory)
+    found: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/cwd") != wanted:
+                continue
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone, or another user's
+            continue
+        if fields[0] != "Z" and fields[2] == name:  # a group's leader: the server (its watcher may linger)
             found.add(int(name))
     return found
 

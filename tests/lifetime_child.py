@@ -18,7 +18,7 @@ from typing import Any
 
 
 def describe(env: Any) -> str:
-    from openenv._blocking import lifetimes
+    from openenv._blocking import lifetimes, procfs
 
     provider = env.provider
     reaper = lifetimes._reaper
@@ -26,7 +26,7 @@ def describe(env: Any) -> str:
     child = getattr(provider, "_child", None)
     if child is not None:
         info["pid"] = child.pid
-        info["start"] = lifetimes.process_start_time(child.pid)
+        info["start"] = procfs.process_start_time(child.pid)
     else:
         info["container"] = provider.name
     return json.dumps(info)

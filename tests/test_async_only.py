@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,14 +13,28 @@ from openenv.aio import Env, SessionLost
 
 from .envs import IN_TIME, TOO_LATE, CounterEnv
 from .helpers_async import until
+from .leaks import alive, servers_in
+
+
+class _StepSeen(CounterEnv):
+    """:class:`CounterEnv` that says when the server began a step (``STEP_SEEN``)."""
+
+    def _extra(self, action: Any) -> dict[str, Any]:
+        STEP_SEEN.set()
+        return super()._extra(action)
+
+
+STEP_SEEN = threading.Event()
 
 
 async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: Any) -> None:
-    server = server_factory(CounterEnv, max_sessions=2)
+    server = server_factory(_StepSeen, max_sessions=2)
     env = Env(server.url)
     await env.reset(start=1)
+    STEP_SEEN.clear()
     task = asyncio.create_task(env.step({"delta": 1, "sleep": TOO_LATE}))
-    await asyncio.sleep(0.2)
+    await asyncio.to_thread(STEP_SEEN.wait, 30)  # the step is on the server: cancelled mid-step, not before sending
+    assert STEP_SEEN.is_set()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -96,18 +112,26 @@ async def test_cancellation_at_any_point_of_docker_bootstrap_leaves_nothing(dock
     assert _managed_of_this_process(docker_engine) == []
 
 
-async def test_cancellation_during_process_bootstrap_stops_the_process() -> None:
+async def _until(check: Any, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition never became true"
+        await asyncio.sleep(0.02)
+
+
+async def test_cancellation_during_process_bootstrap_stops_the_process(tmp_path: Path) -> None:
     import sys
 
     from openenv.aio import ProcessProvider
 
-    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path))
     task = asyncio.create_task(Env.from_provider(provider, ready_timeout=30))
-    await asyncio.sleep(0.5)
+    await _until(lambda: servers_in(tmp_path))  # the process runs: the bootstrap waits for it to be ready
+    (server,) = servers_in(tmp_path)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert provider._child is None
+    assert not alive(server)
 
 
 async def test_message_timeout_in_a_task_that_absorbed_a_cancellation(server_factory: Any) -> None:
@@ -131,22 +155,21 @@ async def test_message_timeout_in_a_task_that_absorbed_a_cancellation(server_fac
     await asyncio.create_task(body())
 
 
-async def test_cancellation_while_many_servers_come_up_stops_them_all() -> None:
+async def test_cancellation_while_many_servers_come_up_stops_them_all(tmp_path: Path) -> None:
     import sys
 
     from openenv._async.bootstrap import start_providers
     from openenv.aio import ProcessProvider
 
-    providers = [ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    providers = [ProcessProvider(command, cwd=str(tmp_path)) for _ in range(3)]
     task = asyncio.create_task(start_providers(providers, 30))
-    for _ in range(200):  # until all three are waiting (children started)
-        if all(p._child is not None for p in providers):
-            break
-        await asyncio.sleep(0.02)
+    await _until(lambda: len(servers_in(tmp_path)) == 3)  # all three are waiting (their processes run)
+    servers = servers_in(tmp_path)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert all(p._child is None for p in providers)
+    assert not any(alive(pid) for pid in servers)
 
 
 async def test_a_connection_abandoned_as_it_is_made_ends_its_handshake_at_once() -> None:

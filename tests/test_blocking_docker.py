@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from openenv._blocking import docker as bd
-from openenv._blocking import lifetimes
+from openenv._blocking import procfs
 from openenv._core.containers import (
     LABEL_MANAGED,
     LABEL_PID,
@@ -360,7 +360,7 @@ def test_list_managed_and_prune_never_touch_unlabelled(client: Any, session: str
     # prune sees only the managed one, and keeps it: its owner (this process) is alive
     # (this test's session only: other xdist workers run this suite's containers at the same time)
     ours = [f"{SUITE_LABEL}=test_blocking_docker", f"{LABEL_SESSION}={session}"]
-    verdicts = [(s.name, v) for s, v, _ in lifetimes.prune_containers(client, label_filters=ours)]
+    verdicts = [(s.name, v) for s, v, _ in bd.prune_containers(client, label_filters=ours)]
     assert verdicts == [(managed, "keep")]
     assert bd.container_status(client, managed) == ("running", None)
     assert bd.container_status(client, plain.id) == ("running", None)
@@ -371,14 +371,14 @@ def test_list_managed_and_prune_never_touch_unlabelled(client: Any, session: str
 
 
 def _identity(**changes: Any) -> dict[str, str]:
-    me = lifetimes.owner_identity()
+    me = procfs.owner_identity()
     assert me is not None
     return {**identity_labels(dataclasses.replace(me, **changes))}
 
 
 def test_prune_removes_only_what_provably_belongs_to_a_dead_program_here(client: Any, cleanup: list[str]) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead_start = lifetimes.process_start_time(dead.pid) or 1
+    dead_start = procfs.process_start_time(dead.pid) or 1
     dead.wait()
     tag = new_session_id()  # this test's own label: prune here never sees any other container
     base = {LABEL_MANAGED: "1", SUITE_LABEL: tag}
@@ -399,7 +399,7 @@ def test_prune_removes_only_what_provably_belongs_to_a_dead_program_here(client:
         names[created.name] = case
 
     def verdicts(**kwargs: Any) -> dict[str, str]:
-        found = lifetimes.prune_containers(client, label_filters=[f"{SUITE_LABEL}={tag}"], **kwargs)
+        found = bd.prune_containers(client, label_filters=[f"{SUITE_LABEL}={tag}"], **kwargs)
         return {names[s.name]: v for s, v, _ in found}
 
     expected = {
@@ -424,7 +424,7 @@ def test_a_started_container_carries_its_owners_identity(client: Any, session: s
     cleanup.append(name)
     bd.start_container(client, NEVER, name=name, labels=_labels(session))
     labels = client.api.inspect_container(name)["Config"]["Labels"]
-    assert identity_from_labels(labels) == lifetimes.owner_identity()
+    assert identity_from_labels(labels) == procfs.owner_identity()
 
 
 # --------------------------------------------------------------------------- pull

@@ -251,7 +251,7 @@ def test_capacity_timeout_bounds_the_wait_and_names_the_remedy(
         assert code == 1 and out == ""
         assert "waiting up to 0.3 s for a session to come free" in err
         assert "error: Server at capacity: 1/1 sessions active" in err
-        assert "still full after 0.3 s of waiting (--capacity-timeout) (code: CAPACITY_REACHED)" in err
+        assert "still full after waiting --capacity-timeout=0.3 s with backoff (code: CAPACITY_REACHED)" in err
         assert "hint: the server serves 1 session at a time, all taken by other clients" in err
         assert "(MAX_CONCURRENT_ENVS=N, or serve --max-sessions N)" in err and "Traceback" not in err
         assert 0.3 <= waited < 10

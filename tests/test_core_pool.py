@@ -1,15 +1,12 @@
 """The sans-IO decisions of ``EnvPool`` (``_core/pool.py``): planning, autoreset, the queue, bookkeeping,
-send times and due replies, capacity waits and replacements, all without a socket or a clock."""
+send times and due replies, overcommitted servers and replacements, all without a socket or a clock."""
 
 from __future__ import annotations
-
-import itertools
 
 import pytest
 
 from openenv._core.errors import CapacityReached, ConnectError, ExecutionError, PoolError, SessionBusy, SessionLost
 from openenv._core.pool import (
-    CapacityWait,
     Completed,
     Job,
     JobKind,
@@ -18,7 +15,6 @@ from openenv._core.pool import (
     check_replace_attempts,
     overcommit_error,
     recv_unreplaced_message,
-    retry_delays,
     session_urls,
     unreplaced_message,
 )
@@ -166,42 +162,11 @@ def test_a_session_settled_or_unqueued_leaves_the_books() -> None:
     assert core.metrics([True] * 3).failures == 1
 
 
-# -- capacity waits: one budget per call, one backoff per session, the messages --------------------
+# -- a server that cannot hold the pool (the capacity waits: tests/test_core_capacity.py) -----------
 
 
 def _full(**details: object) -> CapacityReached:
     return CapacityReached("at capacity", "CAPACITY_REACHED", dict(details))
-
-
-def test_capacity_retries_back_off_within_one_shared_deadline() -> None:
-    wait = CapacityWait(1.0, now=10.0)
-    first, second = wait.retry(), wait.retry()  # two sessions of one call
-    assert [first.after(_full(), 10.0) for _ in range(5)] == [0.05, 0.05, 0.05, 0.1, 0.2]
-    assert second.after(_full(), 10.0) == 0.05  # its own backoff
-    assert first.after(_full(), 10.9) == pytest.approx(0.1)  # capped by the shared deadline
-    assert first.after(_full(), 11.0) is None and second.after(_full(), 12.0) is None  # the budget is spent
-    assert list(itertools.islice(retry_delays(), 10))[-1] == 2.0  # the ceiling
-
-
-def test_capacity_gives_up_saying_how_long_it_waited() -> None:
-    retry = CapacityWait(3.0, now=0.0).retry()
-    final = retry.final(_full(active_sessions=4, max_sessions=4))
-    assert isinstance(final, CapacityReached) and final.details == {"active_sessions": 4, "max_sessions": 4}
-    assert "still full after waiting capacity_timeout=3.0 s" in str(final) and "MAX_CONCURRENT_ENVS" in str(final)
-    overloaded = ConnectError("server rejected WebSocket connection: HTTP 503")
-    overloaded.status = 503
-    assert retry.after(overloaded, 1.0) == 0.05
-    still = retry.final(overloaded)
-    assert isinstance(still, ConnectError) and still.status == 503 and "max_pending" in str(still)
-
-
-def test_only_a_full_or_overloaded_server_is_waited_for() -> None:
-    retry = CapacityWait(None, now=0.0).retry()
-    refused = ConnectError("connection refused")
-    assert retry.after(refused, 0.0) is None and retry.final(refused) is refused  # raised unchanged
-    lost = SessionLost("gone")
-    assert retry.after(lost, 0.0) is None and retry.final(lost) is lost
-    assert retry.after(_full(), 1e9) == 0.05  # capacity_timeout=None: no limit
 
 
 def test_an_overcommitted_server_is_refused_at_once() -> None:

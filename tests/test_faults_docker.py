@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry
 
 from . import leaks
 
@@ -42,7 +42,7 @@ def _gone(engine: Any, name: str) -> bool:
 def test_a_signalled_program_leaves_no_container(
     docker_engine: Any, tmp_path: Path, flavour: str, handler: str, sig: signal.Signals
 ) -> None:
-    env = {**os.environ, lifetimes.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
+    env = {**os.environ, process_registry.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), flavour, ECHO, handler], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry, procfs
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "kill_child.py"
@@ -111,7 +111,7 @@ class Run:
     def __init__(self, tmp: Path, flavour: str, kind: str, target: str, die_at: str = "") -> None:
         self.token = uuid.uuid4().hex
         self.registry = tmp / f"registry-{self.token[:8]}"
-        env = {**os.environ, TOKEN_VAR: self.token, lifetimes.RUNTIME_DIR_ENV: str(self.registry)}
+        env = {**os.environ, TOKEN_VAR: self.token, process_registry.RUNTIME_DIR_ENV: str(self.registry)}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
         argv = [sys.executable, str(CHILD), flavour, kind, target, *([die_at] if die_at else [])]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -205,7 +205,7 @@ def test_a_server_spawned_but_not_yet_registered_dies_with_its_owner(tmp_path: P
         server = int(out.split("server ", 1)[1].split()[0])
         processes, files = run.leftovers()
         assert processes == [], f"left running:\n{_describe(processes)}"
-        assert lifetimes.process_start_time(server) is None
+        assert procfs.process_start_time(server) is None
         assert files == []
     finally:
         run.cleanup()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from openenv._blocking import lifetimes, process
+from openenv._blocking import lifetimes, process, procfs
 from openenv._core.errors import ProviderError
 
 pytestmark = pytest.mark.skipif(process.SHELL is None, reason="needs /bin/sh")
@@ -146,7 +146,7 @@ def test_a_server_that_ignores_sigterm_is_killed_when_its_owner_dies() -> None:
     assert owner.returncode == -9, owner.stderr
     server = int(owner.stdout.split()[0])
     try:
-        assert _wait(lambda: lifetimes.process_start_time(server) is None, 60), "the server outlived its owner"
+        assert _wait(lambda: procfs.process_start_time(server) is None, 60), "the server outlived its owner"
     finally:
-        if lifetimes.process_start_time(server) is not None:
+        if procfs.process_start_time(server) is not None:
             os.killpg(server, 9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry, procfs
 from openenv._core.lifetimes import ProcessRecord, encode_record, record_name
+
+from .leaks import alive, children
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
@@ -22,7 +25,7 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "registry"
     folder.mkdir(mode=0o700)
-    monkeypatch.setenv(lifetimes.RUNTIME_DIR_ENV, str(folder))
+    monkeypatch.setenv(process_registry.RUNTIME_DIR_ENV, str(folder))
     return folder
 
 
@@ -41,14 +44,14 @@ def _sleeper(started: list[subprocess.Popen[bytes]]) -> tuple[subprocess.Popen[b
     started.append(proc)
     start = None
     while start is None:
-        start = lifetimes.process_start_time(proc.pid)
+        start = procfs.process_start_time(proc.pid)
     return proc, start
 
 
 def _dead_owner() -> tuple[int, int]:
     """A PID and start time of a process that has exited."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = lifetimes.process_start_time(proc.pid)
+    start = procfs.process_start_time(proc.pid)
     proc.wait()
     return proc.pid, start or 1
 
@@ -81,7 +84,7 @@ def test_prune_stops_a_stray_server_whose_owner_is_gone(
 ) -> None:
     proc, start = _sleeper(sleepers)
     owner, owner_start = _dead_owner()
-    path = _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), SLEEPER, 0.0))
+    path = _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, procfs.boot_id(), SLEEPER, 0.0))
 
     out = _prune("--dry-run")
     assert f"pid={proc.pid}" in out and "would stop" in out
@@ -93,27 +96,50 @@ def test_prune_stops_a_stray_server_whose_owner_is_gone(
     assert not path.exists()
 
 
+#: A sleeper that blocks SIGTERM, then says so: a SIGTERM sent to it stays pending, for the test to see at once.
+DEAF_SLEEPER = [
+    sys.executable,
+    "-c",
+    "import signal, sys, time; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); "
+    "print('deaf', flush=True); time.sleep(300)",
+]
+
+
+def _pending_sigterm(pid: int) -> bool:
+    """Whether a SIGTERM waits, blocked, on process ``pid`` (``/proc/<pid>/status``: ``SigPnd``, ``ShdPnd``)."""
+    bit = 1 << (signal.SIGTERM - 1)
+    with open(f"/proc/{pid}/status") as status:
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return any(int(fields[name].strip(), 16) & bit for name in ("SigPnd", "ShdPnd"))
+
+
 def test_prune_never_touches_a_process_whose_start_time_differs(
     registry: Path, sleepers: list[subprocess.Popen[bytes]]
 ) -> None:
-    proc, start = _sleeper(sleepers)
+    proc = subprocess.Popen(DEAF_SLEEPER, start_new_session=True, stdout=subprocess.PIPE)
+    sleepers.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline() == b"deaf\n"  # SIGTERM is blocked from here on
+    start = procfs.process_start_time(proc.pid)
+    assert start is not None
     owner, owner_start = _dead_owner()
-    path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, lifetimes.boot_id(), SLEEPER))
+    path = _write(registry, ProcessRecord(proc.pid, start + 1, owner, owner_start, procfs.boot_id(), SLEEPER))
     out = _prune("--all")
     assert "already gone" in out
     assert not path.exists()  # the stale record is dropped
-    time.sleep(0.2)
-    assert proc.poll() is None  # the process that now has the PID lives on
-    assert lifetimes.kill_group(proc.pid, start + 1) is False
-    assert proc.poll() is None
+    assert not _pending_sigterm(proc.pid)  # the process that now has the PID was never signalled
+    assert procfs.kill_group(proc.pid, start + 1) is False
+    assert not _pending_sigterm(proc.pid) and proc.poll() is None
+    os.killpg(proc.pid, signal.SIGTERM)  # the check itself sees a SIGTERM that was sent
+    assert _pending_sigterm(proc.pid)
+    proc.stdout.close()
 
 
 def test_prune_keeps_servers_of_live_owners_unless_all(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     proc, start = _sleeper(sleepers)
     me = os.getpid()
-    my_start = lifetimes.process_start_time(me)
+    my_start = procfs.process_start_time(me)
     assert my_start is not None
-    path = _write(registry, ProcessRecord(proc.pid, start, me, my_start, lifetimes.boot_id(), SLEEPER))
+    path = _write(registry, ProcessRecord(proc.pid, start, me, my_start, procfs.boot_id(), SLEEPER))
     assert "kept" in _prune()
     assert proc.poll() is None and path.exists()
     assert "stopped" in _prune("--all")
@@ -125,23 +151,22 @@ def test_the_registry_lists_a_running_server_and_forgets_it_when_stopped(registr
     from openenv.sync import ProcessProvider
 
     provider = ProcessProvider([*SLEEPER[:2], "import sys, time; time.sleep(300)", "{port}"])
-    provider._spawn()
+    provider.start()
     try:
-        child = provider._child
-        assert child is not None
-        (record,) = lifetimes.list_records()
-        assert record.pid == child.pid and record.owner_pid == os.getpid()
-        assert record.start_time == lifetimes.process_start_time(child.pid)
+        (record,) = process_registry.list_records()
+        assert record.owner_pid == os.getpid() and record.pid in children()  # the server this process started
+        assert "time.sleep(300)" in " ".join(record.command)
+        assert record.start_time == procfs.process_start_time(record.pid)
     finally:
-        provider._halt()
-    assert lifetimes.list_records() == []
+        provider.stop()
+    assert process_registry.list_records() == [] and not alive(record.pid)
 
 
 def test_dry_run_cuts_command_lines_between_words(registry: Path, sleepers: list[subprocess.Popen[bytes]]) -> None:
     proc, start = _sleeper(sleepers)
     owner, owner_start = _dead_owner()
     command = ["/opt/" + "x" * 45, "--port", "34823"]  # a cut at 60 characters would land in the number
-    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, lifetimes.boot_id(), command))
+    _write(registry, ProcessRecord(proc.pid, start, owner, owner_start, procfs.boot_id(), command))
     out = _prune("--dry-run")
     line = next(line for line in out.splitlines() if f"pid={proc.pid}" in line)
     assert "--port …" in line and "--port 3" not in line

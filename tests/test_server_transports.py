@@ -19,8 +19,8 @@ from websockets.asyncio.client import connect as aconnect
 from websockets.sync.client import ClientConnection, connect
 
 import openenv.sync
+from openenv._core.capacity import waits_for_capacity
 from openenv._core.errors import CapacityReached, ConnectError
-from openenv._core.pool import waits_for_capacity
 from openenv.server import Action, Environment, EnvServer, Observation, State
 from openenv.server.echo import EchoEnvironment
 from openenv.server.protocol import runs_on_loop

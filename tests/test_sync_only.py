@@ -15,7 +15,8 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from openenv.sync import Env, SessionLost
 
 from .envs import TOO_LATE, CounterEnv
 from .helpers_sync import until
+from .leaks import servers_in
 
 
 def test_full_episode_in_a_fresh_interpreter_never_imports_asyncio(echo_server: Any) -> None:
@@ -285,44 +287,70 @@ def test_ctrl_c_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: A
     gc.collect()
 
 
+def _registered(where: Path, count: int) -> bool:
+    """Whether ``count`` servers run in ``where`` and each is registered (its provider's start is over)."""
+    from openenv._blocking.process_registry import list_records
+
+    servers = servers_in(where)
+    return len(servers) == count and servers <= {record.pid for record in list_records()}
+
+
+def _ctrl_c_when(condition: Callable[[], bool], timeout: float = 30.0) -> threading.Thread:
+    """Ctrl-C (``interrupt_main``) from a thread once ``condition()`` holds: at that point, not after a guess.
+
+    Join the returned thread after the ``KeyboardInterrupt``.
+    """
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                return  # never true: no Ctrl-C, and the test says so (no KeyboardInterrupt)
+            time.sleep(0.01)
+        _thread.interrupt_main()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
 # A KeyboardInterrupt that lands inside socket.create_connection (httpx's health poll) leaves that
 # half-made socket to the garbage collector: CPython closes it only on OSError.  Collect it here,
 # where its ResourceWarning is expected, instead of in whichever test runs next.
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-def test_ctrl_c_during_process_bootstrap_stops_the_process() -> None:
+def test_ctrl_c_during_process_bootstrap_stops_the_process(tmp_path: Path) -> None:
     import gc
 
     from openenv.sync import ProcessProvider
 
-    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path))
+    timer = _ctrl_c_when(lambda: _registered(tmp_path, 1))  # the process runs: the bootstrap waits on it
     with pytest.raises(KeyboardInterrupt):
         Env.from_provider(provider, ready_timeout=30)
     timer.join()
-    assert provider._child is None
+    assert servers_in(tmp_path) == set()
     gc.collect()
 
 
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
-def test_ctrl_c_while_many_servers_come_up_stops_them_all_and_ends_the_threads() -> None:
+def test_ctrl_c_while_many_servers_come_up_stops_them_all_and_ends_the_threads(tmp_path: Path) -> None:
     import gc
 
     from openenv._sync.bootstrap import start_providers
     from openenv.sync import ProcessProvider
 
-    providers = [ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(3)]
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    command = [sys.executable, "-c", "import time; time.sleep(60)"]
+    providers = [ProcessProvider(command, cwd=str(tmp_path)) for _ in range(3)]
+    timer = _ctrl_c_when(lambda: _registered(tmp_path, 3))  # all three run: their readiness waits are on
     with pytest.raises(KeyboardInterrupt):
         start_providers(providers, 30)
     timer.join()
-    assert all(p._child is None for p in providers)
+    assert servers_in(tmp_path) == set()
     assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
     gc.collect()
 
 
-def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -> None:
+def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c(tmp_path: Path) -> None:
     from openenv._sync.bootstrap import start_providers
     from openenv.sync import ProcessProvider
 
@@ -332,13 +360,13 @@ def test_a_stop_that_raises_does_not_keep_the_others_from_stopping_on_ctrl_c() -
             raise RuntimeError("stop broke")
 
     command = [sys.executable, "-c", "import time; time.sleep(60)"]
-    providers = [BrokenStop(command), ProcessProvider(command), BrokenStop(command)]
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    here = str(tmp_path)
+    providers = [BrokenStop(command, cwd=here), ProcessProvider(command, cwd=here), BrokenStop(command, cwd=here)]
+    timer = _ctrl_c_when(lambda: _registered(tmp_path, 3))
     with pytest.raises(KeyboardInterrupt):
         start_providers(providers, 30)
     timer.join()
-    assert all(p._child is None for p in providers)
+    assert servers_in(tmp_path) == set()
 
 
 def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_factory: Any) -> None:

@@ -22,7 +22,8 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from openenv._blocking.lifetimes import kill_group, remove_record, sweep_temporary_records
+    from openenv._blocking.process_registry import remove_record, sweep_temporary_records
+    from openenv._blocking.procfs import kill_group
     from openenv._core.lifetimes import parse_message
 
     for name in ("SIGINT", "SIGHUP", "SIGTERM"):

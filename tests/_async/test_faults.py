@@ -129,10 +129,14 @@ async def test_server_killed_mid_step(server: ServerProcess) -> None:
 @pytest.mark.parametrize("call", ["reset", "step", "state"])
 async def test_restart_before_any_episode_reconnects_automatically(server: ServerProcess, call: str) -> None:
     before = leaks.snapshot()
+    held = leaks.socket_inodes()
     env = await Env(server.url).connect()
+    session = leaks.socket_inodes() - held  # the session's socket
+    assert session
     server.kill()
     server.start()  # same port, a new process
-    await sleep(0.1)  # the client's event loop sees the close (it was blocked above)
+    # the client has seen the close (its socket is shut) before the call: it knows, and reconnects
+    await until(lambda: not session & leaks.socket_inodes())
     if call == "reset":
         assert (await env.reset(start=3)).observation["count"] == 3
     elif call == "step":
@@ -472,7 +476,7 @@ async def test_a_refusal_sent_on_accept_is_the_reply_not_an_unsolicited_message(
     thread.start()
     try:
         async with Env(f"http://127.0.0.1:{server.socket.getsockname()[1]}") as env:
-            await sleep(0.1)  # the refusal now waits on the fresh socket
+            await until(lambda: _unread(env))  # the refusal now waits on the fresh socket
             with pytest.raises(CapacityReached) as info:
                 await env.reset()
             assert info.value.max_sessions == 1

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -32,7 +33,7 @@ from openenv.aio import (
 
 from ..envs import IN_TIME, TOO_LATE, PeakEnv
 from ..helpers_async import gather, sleep, until
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 
 async def test_reset_and_step_keep_each_session_in_its_place(server_factory: Any) -> None:
@@ -352,11 +353,11 @@ async def test_close_releases_everything_and_misuse_is_refused(server_factory: A
     await pool.close()  # idempotent
 
 
-async def test_from_provider_starts_one_server_per_session_and_stops_them() -> None:
+async def test_from_provider_starts_one_server_per_session_and_stops_them(tmp_path: Path) -> None:
     providers: list[ProcessProvider] = []
 
     def factory(index: int) -> ProcessProvider:
-        provider = ProcessProvider.for_environment("echo", max_sessions=1)
+        provider = ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(tmp_path))
         providers.append(provider)
         return provider
 
@@ -366,25 +367,26 @@ async def test_from_provider_starts_one_server_per_session_and_stops_them() -> N
         await pool.reset()
         results = await pool.step([{"message": "a"}, {"message": "bb"}])
         assert [r.observation["echoed_message"] for r in results] == ["a", "bb"]
-        pids = [p._child.pid for p in providers if p._child is not None]
+        pids = servers_in(tmp_path)
         assert len(pids) == 2
         old = pool.providers[1]
         await pool.replace(1)
         assert pool.providers[1] is not old and len(providers) == 3
         await pool.resize(1)
-    assert all(p._child is None for p in providers)
+        assert len(servers_in(tmp_path)) == 1  # the replacement's server went with the resize
+    assert servers_in(tmp_path) == set()
     assert not any(alive(pid) for pid in pids)
 
 
-async def test_from_provider_names_the_server_that_failed_and_stops_the_others() -> None:
+async def test_from_provider_names_the_server_that_failed_and_stops_the_others(tmp_path: Path) -> None:
     providers: list[ProcessProvider] = []
 
     def factory(index: int) -> ProcessProvider:
         if index == 1:
             code = "import sys; print('cannot start', file=sys.stderr); sys.exit(3)"
-            provider = ProcessProvider([sys.executable, "-c", code])
+            provider = ProcessProvider([sys.executable, "-c", code], cwd=str(tmp_path))
         else:
-            provider = ProcessProvider.for_environment("echo", max_sessions=1)
+            provider = ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(tmp_path))
         providers.append(provider)
         return provider
 
@@ -392,7 +394,7 @@ async def test_from_provider_names_the_server_that_failed_and_stops_the_others()
         await EnvPool.from_provider(factory, size=3, ready_timeout=30)
     assert list(info.value.failures) == [1]
     assert "cannot start" in str(info.value)
-    assert all(p._child is None for p in providers)
+    assert len(providers) == 3 and servers_in(tmp_path) == set()
 
     def broken(index: int) -> ProcessProvider:
         if index == 2:
@@ -644,6 +646,8 @@ class _SilentListener:
         self.most_open = 0
         self._stop = threading.Event()
         self._refuse = threading.Event()
+        self._release = 0  # connections to close from this side on the next pass (release())
+        self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self._listener.setblocking(False)
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
@@ -672,6 +676,11 @@ class _SilentListener:
                 self.events.append(("closed", conns.pop(sock)))
                 sock.close()
             self.most_open = max(self.most_open, len(conns))
+            with self._lock:
+                release, self._release = self._release, 0
+            for sock in list(conns)[:release]:  # the oldest first
+                self.events.append(("released", conns.pop(sock)))
+                sock.close()
             if self._refuse.is_set():
                 for sock in conns:
                     sock.close()
@@ -687,6 +696,11 @@ class _SilentListener:
     def refuse(self) -> None:
         """From now on, close every connection (the ones held and each new one) from this side."""
         self._refuse.set()
+
+    def release(self, count: int) -> None:
+        """Close ``count`` of the connections held (the oldest) from this side, on the listener's next pass."""
+        with self._lock:
+            self._release += count
 
     def close(self) -> None:
         self._stop.set()
@@ -724,7 +738,9 @@ async def test_a_big_pool_has_at_most_64_handshakes_under_way(opening: str) -> N
     """``OPENING_AT_ONCE`` handshakes at a time, the rest when places free up: each one's timeout runs from its start.
 
     (512 handshakes started together on a loaded machine ran out of ``connect_timeout`` together.)
-    A listener that holds every connection: 64 arrive and no more, until the listener closes them.
+    A listener that holds every connection: 64 arrive; then it closes one of them, and exactly one more
+    arrives in its place. No sleep decides it: the 65th connection comes only once the pool has seen a
+    handshake fail, while without the limit the other 16, started with the first 64, need no such event.
     """
     listener = _SilentListener()
     pool: EnvPool[Any, Any, Any] = EnvPool(listener.url, size=80, connect_timeout=60)
@@ -741,10 +757,11 @@ async def test_a_big_pool_has_at_most_64_handshakes_under_way(opening: str) -> N
     async def hold_then_refuse() -> int:
         try:
             await seen(lambda: listener.opened >= 64)
-            await sleep(1.0)  # the other 16 would have arrived by now
+            listener.release(1)  # one handshake fails: its place goes to the next session, and to no other
+            await seen(lambda: listener.opened >= 65)
             held = listener.opened
         finally:
-            listener.refuse()  # the 64 handshakes fail at once, and the 16 after them
+            listener.refuse()  # the 64 handshakes fail at once, and the 15 after them
         await seen(lambda: listener.opened == 80)
         return held
 
@@ -753,7 +770,8 @@ async def test_a_big_pool_has_at_most_64_handshakes_under_way(opening: str) -> N
         await pool.close()
     finally:
         listener.close()
-    assert held == 64
+    kinds = [what for what, _ in listener.events]
+    assert kinds.index("released") == 64 and held == 65, listener.events  # 64, then one for the place released
     assert isinstance(failed, PoolError) and sorted(failed.errors) == list(range(80)), failed
     assert all(isinstance(e, ConnectError) for e in failed.errors.values())
 

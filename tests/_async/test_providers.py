@@ -16,43 +16,41 @@ import pytest
 from openenv._async.providers import ProcessProvider, ServerProvider
 from openenv.aio import ConnectError, Env, InvalidURL, ProviderError, ReadinessTimeout
 
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 
-async def test_from_provider_runs_and_stops_a_local_server() -> None:
-    provider = ProcessProvider.for_environment("echo", max_sessions=2)
+async def test_from_provider_runs_and_stops_a_local_server(tmp_path: Path) -> None:
+    provider = ProcessProvider.for_environment("echo", max_sessions=2, cwd=str(tmp_path))
     async with await Env.from_provider(provider, ready_timeout=30) as env:
         assert env.connected
         assert env.base_url.startswith("http://127.0.0.1:")
         await env.reset()
         assert (await env.step({"message": "local"})).observation["echoed_message"] == "local"
-        child = provider._child
-        assert child is not None and alive(child.pid)
-    assert not alive(child.pid)
-    assert provider._child is None
+        (server,) = servers_in(tmp_path)
+    assert not alive(server) and servers_in(tmp_path) == set()
 
 
-async def test_a_process_that_dies_on_start_says_why() -> None:
+async def test_a_process_that_dies_on_start_says_why(tmp_path: Path) -> None:
     code = "import sys; print('fatal: cannot load environment', file=sys.stderr); sys.exit(3)"
-    provider = ProcessProvider([sys.executable, "-c", code])
+    provider = ProcessProvider([sys.executable, "-c", code], cwd=str(tmp_path))
     with pytest.raises(ProviderError) as info:
         await Env.from_provider(provider, ready_timeout=30)
     message = str(info.value)
     assert "exited with code 3" in message
     assert "fatal: cannot load environment" in message
-    assert provider._child is None
+    assert servers_in(tmp_path) == set()
 
 
-async def test_a_server_that_never_becomes_ready_is_stopped() -> None:
+async def test_a_server_that_never_becomes_ready_is_stopped(tmp_path: Path) -> None:
     # a shell, not a Python child: a loaded CI machine took longer than the wait to start Python and
     # print, and the logs under test were still empty
-    provider = ProcessProvider(["/bin/sh", "-c", "echo sleeping; exec sleep 60"])
+    provider = ProcessProvider(["/bin/sh", "-c", "echo sleeping; exec sleep 60"], cwd=str(tmp_path))
     with pytest.raises(ReadinessTimeout) as info:
         await Env.from_provider(provider, ready_timeout=2.5)
     assert isinstance(info.value, TimeoutError)
     assert "did not become healthy within 2.5 s" in str(info.value)
     assert "sleeping" in info.value.logs
-    assert provider._child is None
+    assert servers_in(tmp_path) == set()
 
 
 class _SlowUnhealthy(http.server.BaseHTTPRequestHandler):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +19,7 @@ from openenv._sync.providers import DockerProvider, ProcessProvider
 from openenv.sync import BootstrapError, ContainerExited, Env, ProviderError, ReadinessTimeout
 
 from ..helpers_sync import run_in_thread
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 ECHO = "openenv-test/echo:latest"
 EXITS = "openenv-test/exits:latest"
@@ -70,8 +72,9 @@ class Recorder:
             raise self.fail_stop
 
 
-def _echo_providers(n: int) -> list[ProcessProvider]:
-    return [ProcessProvider.for_environment("echo") for _ in range(n)]
+def _echo_providers(n: int, where: Path) -> list[ProcessProvider]:
+    """``n`` echo servers, run in ``where`` (so that ``servers_in(where)`` finds them)."""
+    return [ProcessProvider.for_environment("echo", cwd=str(where)) for _ in range(n)]
 
 
 def _stop(providers: list[Any]) -> None:
@@ -79,8 +82,8 @@ def _stop(providers: list[Any]) -> None:
         provider.stop()
 
 
-def test_three_local_servers_start_and_their_urls_keep_the_order() -> None:
-    providers = _echo_providers(3)
+def test_three_local_servers_start_and_their_urls_keep_the_order(tmp_path: Path) -> None:
+    providers = _echo_providers(3, tmp_path)
     try:
         urls = start_providers(providers, 30)
         assert urls == [f"http://127.0.0.1:{p.port}" for p in providers]
@@ -89,11 +92,11 @@ def test_three_local_servers_start_and_their_urls_keep_the_order() -> None:
             with Env(url) as env:
                 env.reset()
                 assert (env.step({"message": url})).observation["echoed_message"] == url
-        children = [p._child for p in providers]
-        assert all(child is not None and alive(child.pid) for child in children)
+        servers = servers_in(tmp_path)
+        assert len(servers) == 3
     finally:
         _stop(providers)
-    assert not any(alive(child.pid) for child in children if child is not None)
+    assert not any(alive(pid) for pid in servers) and servers_in(tmp_path) == set()
 
 
 def test_every_start_begins_before_any_wait_and_the_starts_overlap(echo_server: Any) -> None:
@@ -119,8 +122,8 @@ def test_the_readiness_waits_overlap(echo_server: Any) -> None:
     assert start_providers(providers, 10) == [echo_server.url] * 3
 
 
-def test_one_failed_start_of_three_stops_the_others_and_says_which() -> None:
-    providers: list[Any] = _echo_providers(3)
+def test_one_failed_start_of_three_stops_the_others_and_says_which(tmp_path: Path) -> None:
+    providers: list[Any] = _echo_providers(3, tmp_path)
     events: list[tuple[str, int]] = []
     providers[1] = Recorder("http://127.0.0.1:9", events, 1, fail_start=ProviderError("no capacity left in zone b"))
     with pytest.raises(BootstrapError) as info:
@@ -132,21 +135,20 @@ def test_one_failed_start_of_three_stops_the_others_and_says_which() -> None:
     assert "[1] ProviderError: no capacity left in zone b" in str(error)
     assert "1 of 3 servers failed" in str(error)
     assert providers[1].stopped == 1
-    for provider in (providers[0], providers[2]):
-        assert provider._child is None  # stopped: the process is gone
+    assert servers_in(tmp_path) == set()  # the other two were stopped: their processes are gone
 
 
-def test_a_server_that_dies_while_the_others_come_up_is_named_with_its_output() -> None:
+def test_a_server_that_dies_while_the_others_come_up_is_named_with_its_output(tmp_path: Path) -> None:
     code = "import sys; print('fatal: cannot load environment', file=sys.stderr); sys.exit(3)"
-    providers = _echo_providers(3)
-    providers[1] = ProcessProvider([sys.executable, "-c", code])
+    providers = _echo_providers(3, tmp_path)
+    providers[1] = ProcessProvider([sys.executable, "-c", code], cwd=str(tmp_path))
     with pytest.raises(BootstrapError) as info:
         start_providers(providers, 30)
     assert list(info.value.failures) == [1]
     message = str(info.value)
     assert "[1] ProviderError:" in message and "exited with code 3" in message
     assert "fatal: cannot load environment" in message
-    assert all(p._child is None for p in providers)
+    assert servers_in(tmp_path) == set()
 
 
 def test_every_failure_is_listed_with_the_logs_the_provider_gave(echo_server: Any) -> None:
@@ -169,8 +171,8 @@ def test_every_failure_is_listed_with_the_logs_the_provider_gave(echo_server: An
     assert [p.stopped for p in providers] == [1, 1, 1]
 
 
-def test_a_stop_that_raises_does_not_keep_the_others_running() -> None:
-    providers: list[Any] = _echo_providers(3)
+def test_a_stop_that_raises_does_not_keep_the_others_running(tmp_path: Path) -> None:
+    providers: list[Any] = _echo_providers(3, tmp_path)
     events: list[tuple[str, int]] = []
     providers[0] = Recorder(
         "http://127.0.0.1:9", events, 0, fail_wait=ProviderError("never ready"), fail_stop=RuntimeError("stop broke")
@@ -179,7 +181,7 @@ def test_a_stop_that_raises_does_not_keep_the_others_running() -> None:
         start_providers(providers, 30)
     assert list(info.value.failures) == [0]
     assert providers[0].stopped == 1
-    assert providers[1]._child is None and providers[2]._child is None
+    assert servers_in(tmp_path) == set()  # providers 1 and 2 were stopped
 
 
 def test_a_single_provider_raises_its_own_error_unchanged() -> None:
@@ -192,11 +194,11 @@ def test_a_single_provider_raises_its_own_error_unchanged() -> None:
     assert provider.stopped == 1
 
 
-def test_a_single_server_that_never_gets_ready_is_a_readiness_timeout() -> None:
-    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"])
+def test_a_single_server_that_never_gets_ready_is_a_readiness_timeout(tmp_path: Path) -> None:
+    provider = ProcessProvider([sys.executable, "-c", "import time; time.sleep(60)"], cwd=str(tmp_path))
     with pytest.raises(ReadinessTimeout, match="did not become healthy within 0.3 s"):
         start_providers([provider], 0.3)
-    assert provider._child is None
+    assert servers_in(tmp_path) == set()
 
 
 def test_no_providers_start_nothing() -> None:
@@ -242,14 +244,19 @@ def test_bootstrap_one_container_of_three_exits_and_nothing_is_left(docker_engin
     assert _ours(docker_engine) == []
 
 
+def _pulls(engine: Any, image: str, since: float) -> int:
+    """The pulls of ``image`` the engine reports since ``since`` (its ``pull`` events; a local engine: one clock)."""
+    until = time.time()
+    events = engine.events(
+        since=f"{since:.9f}", until=f"{until:.9f}", filters={"type": "image", "event": "pull"}, decode=True
+    )
+    return sum(1 for event in events if event.get("id") == image or event.get("Actor", {}).get("ID") == image)
+
+
 @pytest.mark.docker
 @pytest.mark.xdist_group("registry-images")  # they pull, tag and remove the same images on the one engine
-def test_bootstrap_pulls_a_missing_image_once_for_many_providers(
-    docker_engine: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bootstrap_pulls_a_missing_image_once_for_many_providers(docker_engine: Any) -> None:
     import docker.errors
-
-    from openenv._blocking import docker as blocking_docker
 
     image = f"{REGISTRY}/openenv-echo-env:latest"
     try:
@@ -263,19 +270,12 @@ def test_bootstrap_pulls_a_missing_image_once_for_many_providers(
         pass
     except docker.errors.APIError as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"cannot remove {image}: {exc}")
-    pulls: list[str] = []
-    real_pull = blocking_docker.pull_image
-
-    def counting_pull(*args: Any, **kwargs: Any) -> str:
-        pulls.append(args[1])
-        return real_pull(*args, **kwargs)
-
-    monkeypatch.setattr(blocking_docker, "pull_image", counting_pull)
     providers = [DockerProvider(image) for _ in range(3)]
     try:
+        since = time.time()
         urls = start_providers(providers, 60)
         assert len(urls) == 3
-        assert pulls == [image]
+        assert _pulls(docker_engine, image, since) == 1  # what the engine saw: one pull for the three
     finally:
         _stop(providers)
         try:

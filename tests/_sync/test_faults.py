@@ -129,10 +129,14 @@ def test_server_killed_mid_step(server: ServerProcess) -> None:
 @pytest.mark.parametrize("call", ["reset", "step", "state"])
 def test_restart_before_any_episode_reconnects_automatically(server: ServerProcess, call: str) -> None:
     before = leaks.snapshot()
+    held = leaks.socket_inodes()
     env = Env(server.url).connect()
+    session = leaks.socket_inodes() - held  # the session's socket
+    assert session
     server.kill()
     server.start()  # same port, a new process
-    sleep(0.1)  # the client's event loop sees the close (it was blocked above)
+    # the client has seen the close (its socket is shut) before the call: it knows, and reconnects
+    until(lambda: not session & leaks.socket_inodes())
     if call == "reset":
         assert (env.reset(start=3)).observation["count"] == 3
     elif call == "step":
@@ -472,7 +476,7 @@ def test_a_refusal_sent_on_accept_is_the_reply_not_an_unsolicited_message() -> N
     thread.start()
     try:
         with Env(f"http://127.0.0.1:{server.socket.getsockname()[1]}") as env:
-            sleep(0.1)  # the refusal now waits on the fresh socket
+            until(lambda: _unread(env))  # the refusal now waits on the fresh socket
             with pytest.raises(CapacityReached) as info:
                 env.reset()
             assert info.value.max_sessions == 1

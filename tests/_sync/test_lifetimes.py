@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from openenv._sync.providers import ProcessProvider
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry, procfs
+
+from ..leaks import servers_in
 
 HERE = Path(__file__).resolve().parent.parent
 CHILD = HERE / "lifetime_child.py"
@@ -25,7 +27,7 @@ FLAVOUR = "sync"
 
 
 def _gone(pid: int, start: int) -> bool:
-    return lifetimes.process_start_time(pid) != start
+    return procfs.process_start_time(pid) != start
 
 
 def _poll(condition: Any, timeout: float = 30.0) -> bool:
@@ -73,7 +75,7 @@ def _finish(proc: subprocess.Popen[bytes]) -> bytes:
 
 @pytest.fixture
 def child_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, lifetimes.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
+    return {**os.environ, process_registry.RUNTIME_DIR_ENV: str(tmp_path / "registry")}
 
 
 def test_a_server_never_closed_is_stopped_at_exit(tmp_path: Path, child_env: dict[str, str]) -> None:
@@ -81,7 +83,7 @@ def test_a_server_never_closed_is_stopped_at_exit(tmp_path: Path, child_env: dic
     err = _finish(proc)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert _gone(info["pid"], info["start"])  # stopped before the interpreter ended
-    assert _poll(lambda: lifetimes.process_start_time(info["reaper"]) is None)  # the reaper left too
+    assert _poll(lambda: procfs.process_start_time(info["reaper"]) is None)  # the reaper left too
     assert os.listdir(tmp_path / "registry") == []
 
 
@@ -92,7 +94,7 @@ def test_a_server_of_a_killed_program_is_removed(tmp_path: Path, child_env: dict
     proc.send_signal(signal.SIGKILL)
     _finish(proc)
     assert _poll(lambda: _gone(info["pid"], info["start"])), "the reaper did not end the server"
-    assert _poll(lambda: lifetimes.process_start_time(info["reaper"]) is None)
+    assert _poll(lambda: procfs.process_start_time(info["reaper"]) is None)
     assert _poll(lambda: os.listdir(tmp_path / "registry") == [])
 
 
@@ -155,7 +157,7 @@ def test_the_listening_socket_is_handed_to_the_server() -> None:
         probe.connect(("127.0.0.1", port))
 
 
-def test_a_taken_port_is_refused_before_anything_starts() -> None:
+def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
     import socket
 
     from openenv.sync import ProviderError
@@ -163,8 +165,9 @@ def test_a_taken_port_is_refused_before_anything_starts() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        provider = ProcessProvider([sys.executable, "-c", FD_SERVER, "{fd}"], port=taken.getsockname()[1])
+        port = taken.getsockname()[1]
+        provider = ProcessProvider([sys.executable, "-c", FD_SERVER, "{fd}"], port=port, cwd=str(tmp_path))
         with pytest.raises(ProviderError, match="cannot listen on 127.0.0.1"):
             provider.start()
-        assert provider._child is None
+        assert servers_in(tmp_path) == set()  # no process was started
         provider.stop()

@@ -18,7 +18,7 @@ import pytest
 from openenv.sync import CapacityReached, EnvPool, environment_factory
 
 from ..envs import BOOT, IN_TIME
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
 
@@ -28,10 +28,6 @@ def _checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "solo
     shutil.copytree(ENVS / name, target)
     monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))  # the current interpreter runs it
     return str(target)
-
-
-def _pids(providers: list[Any]) -> set[int]:
-    return {provider._child.pid for provider in providers if provider is not None and provider._child is not None}
 
 
 def test_environment_factory_starts_a_server_per_session_of_a_one_session_checkout(
@@ -46,21 +42,19 @@ def test_environment_factory_starts_a_server_per_session_of_a_one_session_checko
         steps = [instance.step(message=f"m{i}") for i, instance in enumerate(instances)]
         assert [f"m{i}" in text for i, text in enumerate(steps)] == [True] * 3  # (whatever the rendering)
         assert [instance.reward for instance in instances] == [1.0, 1.0, 1.0]
-        servers = cls._openenv.servers
-        assert (len(servers.servers), servers.limit) == (3, 1)  # learned from the CAPACITY_REACHED frame
-        pids = {instance.env.provider for instance in instances}  # type: ignore[union-attr]
-        assert pids == {None}  # the instances' clients own no server: the class does
-        roots = [server.root.provider for server in servers.servers]  # type: ignore[union-attr]
-        children = _pids(roots)
-        assert len(children) == 3
+        servers = servers_in(checkout)  # one server per instance, the OS says
+        assert len(servers) == 3
+        assert _served_by(instances) == servers  # each instance on a server of its own
+        providers = {instance.env.provider for instance in instances}  # type: ignore[union-attr]
+        assert providers == {None}  # the instances' clients own no server: the class does
         # an instance that closes frees its server's slot: the next reset goes there, no fourth server
         instances[1].close()
         again = cls()
         again.reset()
-        assert len(servers.servers) == 3
+        assert servers_in(checkout) == servers and (_served_by([again])) <= servers
     finally:
         cls.close()
-    assert not any(alive(pid) for pid in children)
+    assert not any(alive(pid) for pid in servers)
 
 
 def test_environment_factory_waits_at_max_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,7 +66,7 @@ def test_environment_factory_waits_at_max_servers(tmp_path: Path, monkeypatch: p
         b.reset()
         with pytest.raises(CapacityReached, match=r"raise max_servers \(now 2\)"):
             c.reset()
-        assert len(cls._openenv.servers.servers) == 2
+        assert len(servers_in(checkout)) == 2  # no third server was started
         a.close()
         # a's server has room again, once it has seen a's session end (a moment after close(): each
         # retry here is one capacity_timeout of 3 s, so a loaded machine gets up to 30 s in all)
@@ -103,7 +97,7 @@ def test_starting_one_more_server_does_not_eat_the_capacity_wait(
         a, b = cls(), cls()
         a.reset()
         b.reset()
-        assert len(cls._openenv.servers.servers) == 2
+        assert len(_served_by([a, b])) == 2 and len(servers_in(checkout)) == 2
     finally:
         cls.close()
 
@@ -113,13 +107,13 @@ def test_a_pool_of_a_one_session_checkout_runs_a_server_per_session(
 ) -> None:
     checkout = _checkout(tmp_path, monkeypatch)
     with EnvPool.from_env(checkout, size=3, ready_timeout=60) as pool:
-        children = _pids(pool.providers)
-        assert len(children) == 3
+        servers = servers_in(checkout)
+        assert len(servers) == 3
         pool.reset()
         results = pool.step([{"message": f"s{i}"} for i in range(3)])
         assert [r.observation["echoed_message"] for r in results] == ["s0", "s1", "s2"]
-        assert len({r.observation["server_pid"] for r in results}) == 3
-    assert not any(alive(pid) for pid in children)
+        assert {r.observation["server_pid"] for r in results} == servers
+    assert not any(alive(pid) for pid in servers)
 
 
 def test_a_pool_over_max_servers_of_one_session_servers_says_how_many_it_needs(
@@ -146,28 +140,27 @@ def test_openenv_core_servers_of_one_session_per_instance_and_per_pool_session(
         for instance in instances:
             assert "Welcome to Grid World" in (instance.reset() or "")
             assert "Keep going" in instance.step(action="DOWN")
-        servers = cls._openenv.servers
-        assert (len(servers.servers), servers.limit) == (3, 1)
-        roots = [server.root.provider for server in servers.servers]  # type: ignore[union-attr]
-        children = _pids(roots)
+        servers = servers_in(checkout)  # one server per instance, the OS says
     finally:
         cls.close()
-    assert len(children) == 3 and not any(alive(pid) for pid in children)
+    assert len(servers) == 3 and not any(alive(pid) for pid in servers)
     with EnvPool.from_env(checkout, size=3, ready_timeout=120) as pool:
-        children = _pids(pool.providers)
+        servers = servers_in(checkout)
         pool.reset()
         results = pool.step([{"action": "RIGHT"}] * 3)
         assert [(r.observation["x"], r.observation["y"]) for r in results] == [(0, 1)] * 3
-    assert len(children) == 3 and not any(alive(pid) for pid in children)
+    assert len(servers) == 3 and not any(alive(pid) for pid in servers)
 
 
-def test_max_servers_puts_sessions_on_fewer_servers_that_hold_them() -> None:
+def test_max_servers_puts_sessions_on_fewer_servers_that_hold_them(tmp_path: Path) -> None:
     from openenv.sync import ProcessProvider
 
     made: list[Any] = []
 
     def factory(index: int) -> Any:
-        provider = ProcessProvider.for_environment("echo", max_sessions=2)
+        home = tmp_path / f"server{index}"  # a directory of its own: the OS tells the servers apart by it
+        home.mkdir()
+        provider = ProcessProvider.for_environment("echo", max_sessions=2, cwd=str(home))
         made.append((index, provider))
         return provider
 
@@ -185,11 +178,21 @@ def test_max_servers_puts_sessions_on_fewer_servers_that_hold_them() -> None:
             pool.resize(5)
         assert (info.value.max_sessions, len(pool), len(made)) == (2, 4, 2)  # nothing added, no server started
         # shrinking stops a server only when none of its sessions is left
-        children = _pids(providers)
+        first, second = servers_in(tmp_path / "server0"), servers_in(tmp_path / "server1")
+        assert len(first) == 1 and len(second) == 1
         pool.resize(1)
-        assert len(children) == 2 and providers[1]._child is None  # type: ignore[union-attr]
-        assert providers[0]._child is not None and len(pool.step([{"message": "y"}])) == 1  # type: ignore[union-attr]
-    assert not any(alive(pid) for pid in children)
+        assert not any(alive(pid) for pid in second)
+        assert servers_in(tmp_path / "server0") == first and len(pool.step([{"message": "y"}])) == 1
+    assert not any(alive(pid) for pid in first)
+
+
+def _served_by(instances: Any) -> set[int]:
+    """The PIDs of the servers that answer ``instances`` (solo_echo's observations carry their server's PID)."""
+    pids = set()
+    for instance in instances:
+        result = instance.env.step({"message": "whose?"})
+        pids.add(result.observation["server_pid"])
+    return pids
 
 
 def _managed(engine: Any) -> list[str]:
@@ -219,9 +222,7 @@ def test_one_session_containers_per_instance_and_per_pool_session(docker_engine:
             for i, instance in enumerate(instances):
                 instance.reset()
                 assert f"c{i}" in instance.step(message=f"c{i}")
-            servers = cls._openenv.servers
-            assert (len(servers.servers), servers.limit) == (3, 1)
-            assert len(set(_managed(docker_engine)) - before) == 3
+            assert len(set(_managed(docker_engine)) - before) == 3  # one container per instance
         finally:
             cls.close()
         assert set(_managed(docker_engine)) == before

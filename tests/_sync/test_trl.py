@@ -298,7 +298,7 @@ def test_waits_for_capacity_with_backoff(server_factory: Any) -> None:
     try:
         first, second = cls(), cls()
         first.reset()
-        with pytest.raises(CapacityReached, match="still full after 0.3 s"):
+        with pytest.raises(CapacityReached, match="still full after waiting capacity_timeout=0.3 s with backoff"):
             second.reset()
         first.close()
         until(lambda: server.active_sessions == 0)  # the server saw the close
@@ -320,7 +320,7 @@ def test_instances_check_sessions_out_of_a_shared_pool(guess_server: Any) -> Non
         assert first.env is not None and second.env is not None and first.env is not second.env
         assert {id(first.env), id(second.env)} == sessions  # the pool's own sessions, no new connection
         assert pool.metrics.checked_out == 2
-        with pytest.raises(SessionBusy, match="capacity_timeout=0.2"):
+        with pytest.raises(SessionBusy, match="still busy after waiting capacity_timeout=0.2 s"):
             third.reset()  # both sessions are out
         first.close()  # back to the pool, still open
         assert pool.metrics.checked_out == 1 and all(env.connected for env in pool.envs)
@@ -394,7 +394,8 @@ def test_a_full_server_url_is_waited_for_while_its_tools_are_read() -> None:
         holder = Env(server.url)
         holder.reset()
         try:
-            with pytest.raises(CapacityReached, match=r"still full after 0.3 s of waiting to read the environment's"):
+            waited = r"still full after waiting capacity_timeout=0.3 s with backoff to read the environment's tools"
+            with pytest.raises(CapacityReached, match=waited):
                 environment_factory(server.url, capacity_timeout=0.3)
         finally:
             holder.close()

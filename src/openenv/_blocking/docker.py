@@ -42,8 +42,8 @@ from .._core.errors import (
     PortNotPublished,
     ProviderError,
 )
-from .._core.lifetimes import identity_labels
-from . import lifetimes as _lifetimes
+from .._core.lifetimes import REMOVE, container_verdict, identity_labels
+from .procfs import here, owner_identity, process_start_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from docker import DockerClient
@@ -61,6 +61,7 @@ __all__ = [
     "container_logs_tail",
     "remove_container",
     "list_managed",
+    "prune_containers",
 ]
 
 #: What `container_status()` reports for a container that no longer exists.
@@ -495,7 +496,7 @@ def _claim(client: DockerClient, name: str, session: str, image: str, errors: An
     import time
 
     labels = {LABEL_MANAGED: MANAGED_VALUE, LABEL_SESSION: session, LABEL_PLACEHOLDER: "1", LABEL_PID: str(os.getpid())}
-    owner = _lifetimes.owner_identity()
+    owner = owner_identity()
     if owner is not None:  # the reaper's own: prune removes it if the reaper dies right here
         labels.update(identity_labels(owner))
     try:
@@ -580,7 +581,7 @@ def start_container(
     port_key = f"{container_port}/tcp"
     merged_labels = {str(k): str(v) for k, v in (opts.pop("labels", None) or {}).items()}
     merged_labels.update({str(k): str(v) for k, v in labels.items()})
-    owner = _lifetimes.owner_identity()
+    owner = owner_identity()
     if owner is not None and merged_labels.get(LABEL_PID) == str(owner.pid):
         # who started it, so that prune removes it only once that program of this host is gone
         merged_labels.update(identity_labels(owner))
@@ -760,3 +761,42 @@ def list_managed(
             )
         )
     return result
+
+
+def prune_containers(
+    client: Any, *, everything: bool = False, dry_run: bool = False, label_filters: Sequence[str] = ()
+) -> list[tuple[Any, str, str]]:
+    """Apply ``prune`` to the engine's managed containers; return each with its verdict and why.
+
+    Args:
+        client: a docker-py client.
+        everything: ``--all``: remove every container labelled ``org.openenv.managed=1``.
+        dry_run: change nothing.
+        label_filters: only containers that also carry these ``key=value`` labels.
+
+    Verdicts (`openenv._core.lifetimes.container_verdict`): ``keep`` (its owner
+    runs), ``remove`` (it provably belongs to a dead program of this host, boot
+    and PID namespace; removed unless ``dry_run``), ``foreign`` (anything else:
+    another host, boot or namespace, or labels without a full owner identity;
+    left alone unless ``everything``).
+
+    Raises:
+        ProviderError: listing failed, or a removal failed (after every other
+            container was tried).
+    """
+    facts = here()
+    results: list[tuple[Any, str, str]] = []
+    failures = []
+    for summary in list_managed(client, label_filters=label_filters):
+        pid = summary.pid
+        start_now = process_start_time(pid) if pid is not None else None
+        verdict, why = container_verdict(summary.labels, here=facts, start_time_now=start_now, everything=everything)
+        if verdict == REMOVE and not dry_run:
+            try:
+                remove_container(client, summary.id)
+            except ProviderError as exc:
+                failures.append(f"{summary.name}: {exc}")
+        results.append((summary, verdict, why))
+    if failures:
+        raise ProviderError("could not remove: " + "; ".join(failures))
+    return results

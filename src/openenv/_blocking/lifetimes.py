@@ -1,4 +1,4 @@
-"""Nothing the SDK starts outlives the program: atexit cleanup, the reaper, the process registry.
+"""Nothing the SDK starts outlives the program: the leases, atexit cleanup and the reaper link.
 
 Shared by both twins (blocking code, no event loop: it also runs at interpreter
 exit, when no loop is left).  Providers take a `Lease` for each server
@@ -11,8 +11,8 @@ they start and release it when they stop it:
   openenv._reaper``) started on first use, one per owner process, that holds a
   pipe from its owner: when the owner dies, even by SIGKILL, the pipe reaches
   EOF and the reaper removes what is still registered, then exits;
-* `lease_process()` also writes a record to the process registry (see
-  `runtime_dir()`) that ``python -m openenv prune`` reads;
+* `lease_process()` also writes a record to the process registry
+  (`openenv._blocking.process_registry`) that ``python -m openenv prune`` reads;
 * a server process holds this process's **lifeline** (`lifeline_fd()`) from
   the moment it is forked, before anything above happened: the read end of a
   pipe whose write end only the owner holds.  A watcher left in the server's
@@ -20,9 +20,10 @@ they start and release it when they stop it:
   when the owner is killed between the fork and the registration
   (`openenv._blocking.process.start_process`).
 
-PIDs are reused, so a process is only ever signalled after its start time (from
-``/proc/<pid>/stat``) was checked against the recorded one.  On systems without
-``/proc`` the reaper and the registry do nothing for processes (atexit still works).
+The facts it reads about processes are `openenv._blocking.procfs`'s; ``prune``
+lives beside what it lists (`process_registry.prune_processes`,
+`docker.prune_containers`).  On systems without ``/proc`` the reaper and the
+registry do nothing for processes (atexit still works).
 """
 
 from __future__ import annotations
@@ -30,265 +31,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, Any
+from typing import IO
 
-from .._core.lifetimes import (
-    FORGET,
-    KILL,
-    REMOVE,
-    Here,
-    Identity,
-    ProcessRecord,
-    container_verdict,
-    decode_record,
-    encode_message,
-    encode_record,
-    parse_start_time,
-    prune_verdict,
-    record_name,
-)
+from .._core.lifetimes import ProcessRecord, encode_message
+from .process_registry import remove_record, write_record
+from .procfs import here, process_start_time
 
-__all__ = [
-    "Lease",
-    "lease_process",
-    "lease_container",
-    "process_start_time",
-    "boot_id",
-    "here",
-    "owner_identity",
-    "runtime_dir",
-    "list_records",
-    "remove_record",
-    "kill_group",
-    "lifeline_fd",
-    "sweep_temporary_records",
-    "prune_processes",
-    "prune_containers",
-    "RUNTIME_DIR_ENV",
-]
-
-#: Environment variable that overrides the directory of the process registry.
-RUNTIME_DIR_ENV = "OPENENV_TWIN_RUNTIME_DIR"
-
-# --------------------------------------------------------------------------- /proc facts
-
-
-def _stat(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` (clock ticks since boot), or ``None`` if there is none.
-
-    A zombie (exited, not yet reaped) counts as gone.
-    """
-    stat = _stat(pid)
-    if stat is None:
-        return None
-    state = stat.rpartition(")")[2].split()[:1]
-    if state in (["Z"], ["X"]):
-        return None
-    return parse_start_time(stat)
-
-
-def boot_id() -> str:
-    """The kernel's boot id (``""`` where unknown)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-def here() -> Here:
-    """This host, boot and PID namespace (what an owner's `Identity` is compared with)."""
-    import socket
-
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = ""
-    return Here(host=socket.gethostname(), boot_id=boot_id(), pid_namespace=namespace)
-
-
-_identity: tuple[int, Identity | None] | None = None
-
-
-def owner_identity() -> Identity | None:
-    """This process's `Identity` (cached per process); ``None`` without ``/proc``."""
-    global _identity
-    pid = os.getpid()
-    if _identity is None or _identity[0] != pid:
-        facts = here()
-        start = process_start_time(pid)
-        found = None
-        if start is not None and facts.boot_id and facts.pid_namespace:
-            found = Identity(facts.host, facts.boot_id, facts.pid_namespace, pid, start)
-        _identity = (pid, found)
-    return _identity[1]
-
-
-def kill_group(pid: int, start_time: int, grace: float = 5.0) -> bool:
-    """End the process group led by ``pid`` if ``pid`` still is the process that started at ``start_time``.
-
-    SIGTERM to the group, then SIGKILL after ``grace`` seconds.  A PID that
-    now belongs to another process (different start time) is never signalled.
-    Returns whether a signal was sent.
-    """
-    if process_start_time(pid) != start_time:
-        return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return False
-    deadline = time.monotonic() + grace
-    while process_start_time(pid) == start_time and time.monotonic() < deadline:
-        time.sleep(0.02)
-    # the leader is gone or stuck: the group id cannot have been reused while members remain
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if process_start_time(pid) in (start_time, None):
-            os.killpg(pid, signal.SIGKILL)
-    return True
-
-
-# --------------------------------------------------------------------------- the process registry
-
-
-def runtime_dir(create: bool = False) -> str | None:
-    """The registry directory: ``$OPENENV_TWIN_RUNTIME_DIR``, else ``$XDG_RUNTIME_DIR/openenv-twin``,
-    else ``<tmp>/openenv-twin-<uid>``.
-
-    With ``create``, it is made (mode 0700); a directory owned by another user,
-    or a symlink, is refused (``None``).
-    """
-    chosen = os.environ.get(RUNTIME_DIR_ENV)
-    if not chosen:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        if xdg and os.path.isdir(xdg):
-            chosen = os.path.join(xdg, "openenv-twin")
-        else:
-            uid = os.getuid() if hasattr(os, "getuid") else 0
-            chosen = os.path.join(tempfile.gettempdir(), f"openenv-twin-{uid}")
-    if create:
-        with contextlib.suppress(FileExistsError):
-            os.makedirs(chosen, mode=0o700)
-    try:
-        info = os.lstat(chosen)
-    except OSError:
-        return None
-    import stat as _statmod
-
-    if not _statmod.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
-        return None
-    return chosen
-
-
-def _write_record(record: ProcessRecord) -> str | None:
-    folder = runtime_dir(create=True)
-    if folder is None:
-        return None
-    path = os.path.join(folder, record_name(record.pid, record.start_time))
-    # written aside, then renamed: a reader never sees half a record; a writer killed mid-write leaves
-    # ``<name>.<its pid>.tmp``, which `sweep_temporary_records()` removes once that pid is gone
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(encode_record(record))
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        return None
-    return path
-
-
-#: A temporary record older than this (seconds) is stale even if a process with its writer's PID runs.
-STALE_TEMPORARY = 60.0
-
-
-def sweep_temporary_records(writer: int | None = None) -> list[str]:
-    """Delete the registry's temporary files (``*.json.<pid>.tmp``) of writers that are gone.
-
-    Args:
-        writer: only those of this PID, known to be dead (the reaper's owner).
-            ``None``: those whose writer no longer runs, or older than
-            `STALE_TEMPORARY` seconds (the PID may have been reused).
-
-    Returns:
-        The names deleted.
-    """
-    folder = runtime_dir()
-    if folder is None:
-        return []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    removed = []
-    now = time.time()
-    for name in names:
-        stem, dot, tail = name.removesuffix(".tmp").rpartition(".")
-        if not (name.startswith("process-") and name.endswith(".tmp") and dot and tail.isdigit()):
-            continue
-        if not stem.endswith(".json"):
-            continue
-        path = os.path.join(folder, name)
-        if writer is not None:
-            stale = int(tail) == writer
-        else:
-            try:
-                age = now - os.lstat(path).st_mtime
-            except OSError:
-                continue
-            stale = process_start_time(int(tail)) is None or age > STALE_TEMPORARY
-        if stale:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-                removed.append(name)
-    return removed
-
-
-def remove_record(pid: int, start_time: int) -> None:
-    """Delete the registry record of a process (if any)."""
-    folder = runtime_dir()
-    if folder is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(folder, record_name(pid, start_time)))
-
-
-def list_records() -> list[ProcessRecord]:
-    """Every well-formed record in the registry."""
-    folder = runtime_dir()
-    if folder is None:
-        return []
-    found = []
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    for name in names:
-        if not (name.startswith("process-") and name.endswith(".json")):
-            continue
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8") as handle:
-                record = decode_record(handle.read())
-        except OSError:
-            continue
-        if record is not None:
-            found.append(record)
-    return found
-
+__all__ = ["Lease", "lease_process", "lease_container", "lifeline_fd"]
 
 # --------------------------------------------------------------------------- the reaper link
 
@@ -497,7 +251,7 @@ def lease_process(pid: int, command: Sequence[str], cleanup: Callable[[], None])
     )
     line = encode_message("+", "p", pid, start)
     _send(line, remember=True)  # first: a record is only ever written for a process the reaper knows
-    written = _write_record(record)
+    written = write_record(record)
     return Lease(token, line, (pid, start) if written else None)
 
 
@@ -515,76 +269,3 @@ def lease_container(name: str, session: str, cleanup: Callable[[], None], image:
     line = encode_message("+", "c", name, session, image if image and not any(c.isspace() for c in image) else "")
     _send(line, remember=True)
     return Lease(token, line, None)
-
-
-def prune_processes(*, everything: bool = False, dry_run: bool = False) -> list[tuple[ProcessRecord, str]]:
-    """Apply ``prune`` to the process registry; return each record with its verdict.
-
-    Verdicts (`openenv._core.lifetimes`): ``keep`` (its owner is alive),
-    ``forget`` (the process is gone or its PID was reused: only the record is
-    deleted), ``kill`` (its group is ended and the record deleted), ``foreign``
-    (written in another PID namespace or on another host: left alone, even with
-    ``everything``).  With ``dry_run`` nothing is changed.  Temporary files of
-    writers killed mid-write are deleted too.
-    """
-    facts = here()
-    results = []
-    if not dry_run:
-        sweep_temporary_records()
-    for record in list_records():
-        verdict = prune_verdict(
-            record,
-            start_time_now=process_start_time(record.pid),
-            owner_start_time_now=process_start_time(record.owner_pid),
-            boot_id_now=facts.boot_id,
-            everything=everything,
-            here=facts,
-        )
-        if not dry_run and verdict in (KILL, FORGET):
-            if verdict == KILL:
-                kill_group(record.pid, record.start_time)
-            remove_record(record.pid, record.start_time)
-        results.append((record, verdict))
-    return results
-
-
-def prune_containers(
-    client: Any, *, everything: bool = False, dry_run: bool = False, label_filters: Sequence[str] = ()
-) -> list[tuple[Any, str, str]]:
-    """Apply ``prune`` to the engine's managed containers; return each with its verdict and why.
-
-    Args:
-        client: a docker-py client.
-        everything: ``--all``: remove every container labelled ``org.openenv.managed=1``.
-        dry_run: change nothing.
-        label_filters: only containers that also carry these ``key=value`` labels.
-
-    Verdicts (`openenv._core.lifetimes.container_verdict`): ``keep`` (its owner
-    runs), ``remove`` (it provably belongs to a dead program of this host, boot
-    and PID namespace; removed unless ``dry_run``), ``foreign`` (anything else:
-    another host, boot or namespace, or labels without a full owner identity;
-    left alone unless ``everything``).
-
-    Raises:
-        ProviderError: listing failed, or a removal failed (after every other
-            container was tried).
-    """
-    from .._core.errors import ProviderError
-    from . import docker as _docker
-
-    facts = here()
-    results: list[tuple[Any, str, str]] = []
-    failures = []
-    for summary in _docker.list_managed(client, label_filters=label_filters):
-        pid = summary.pid
-        start_now = process_start_time(pid) if pid is not None else None
-        verdict, why = container_verdict(summary.labels, here=facts, start_time_now=start_now, everything=everything)
-        if verdict == REMOVE and not dry_run:
-            try:
-                _docker.remove_container(client, summary.id)
-            except ProviderError as exc:
-                failures.append(f"{summary.name}: {exc}")
-        results.append((summary, verdict, why))
-    if failures:
-        raise ProviderError("could not remove: " + "; ".join(failures))
-    return results

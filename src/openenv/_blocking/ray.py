@@ -1,31 +1,22 @@
-"""The Ray actor that serves one environment, and the option checks both ``RayProvider`` twins share.
+"""What both ``RayProvider`` twins share on the driver: the option checks, addresses and ``import ray``.
 
 Flavour-free and importable without Ray: ``ray`` is imported only by the
-functions that talk to a cluster.  The actor class is importable by reference
-(``openenv._blocking.ray:ServerActor``), so every node that runs one needs this
-package installed (or shipped with ``runtime_env``).
+functions that talk to a cluster.  The actor itself, code that runs on a Ray
+node, has a room of its own: `openenv._ray_actor`.
 """
 
 from __future__ import annotations
 
-import collections
-import logging
-import os
-import socket
 import threading
-import time
-import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._core.errors import InvalidOption, ProviderError
-from .._core.loader import load_factory, load_object
 
 __all__ = [
     "ACTOR_NAMESPACE",
-    "ServerActor",
-    "actor_class",
+    "import_ray",
     "build_actor_options",
     "reservation",
     "ensure_ray",
@@ -41,7 +32,6 @@ ACTOR_NAMESPACE = "openenv"
 ACTOR_PREFIX = "openenv-server-"
 _INSTALL_HINT = "RayProvider needs Ray: pip install 'openenv-twin[ray]'"
 _INIT_LOCK = threading.Lock()
-_LOG_LINES = 200
 
 
 def import_ray() -> Any:
@@ -148,17 +138,6 @@ def reservation(options: Mapping[str, Any]) -> dict[str, float]:
     return held
 
 
-_REMOTE: Any = None
-
-
-def actor_class() -> Any:
-    """``ray.remote(ServerActor)``, made once per process."""
-    global _REMOTE
-    if _REMOTE is None:
-        _REMOTE = import_ray().remote(ServerActor)
-    return _REMOTE
-
-
 #: ``RayProvider(host=NODE_HOST)``: bind the node's IP address (``ray.util.get_node_ip_address()``).
 NODE_HOST = "node"
 
@@ -190,114 +169,3 @@ def public_host(bind: str, node_ip: str) -> str:
     """The host to put in the URL: the node's IP for a wildcard bind, else the bound address."""
     host = node_ip if bind in ("0.0.0.0", "::", "") else bind
     return f"[{host}]" if ":" in host else host
-
-
-class _Tail(logging.Handler):
-    """Keeps the process's last log lines (what ``RayProvider.logs()`` returns)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
-        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.lines.append(self.format(record))
-        except Exception:  # pragma: no cover - a broken record must not break the server
-            self.handleError(record)
-
-
-class ServerActor:
-    """Runs in a Ray worker process: one environment server on the node's address.
-
-    Either the embedded [`EnvServer`][openenv.server.EnvServer] for ``factory``
-    (``"module:Factory"``, ``"echo"``, or a class/callable that Ray pickled), or
-    the ASGI app ``app`` (``"module:attr"``) under uvicorn.  The server runs in
-    a thread; ``ray.kill`` of the actor ends the process and the server with it.
-    """
-
-    def __init__(
-        self,
-        factory: str | Callable[[], Any] | None,
-        app: str | None,
-        max_sessions: int,
-        host: str | None,
-        server_options: Mapping[str, Any],
-    ) -> None:
-        self._factory = factory
-        self._app = app
-        self._max_sessions = max_sessions
-        self._host = host
-        self._server_options = dict(server_options)
-        self._tail = _Tail()
-        root = logging.getLogger()
-        root.addHandler(self._tail)
-        if root.level > logging.INFO or root.level == logging.NOTSET:
-            root.setLevel(logging.INFO)
-        self._url: str | None = None
-        self._node_ip: str | None = None
-        self._bind: str | None = None
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> str:
-        """Start the server (once) and return its URL, ``http://<node ip>:<port>``."""
-        if self._url is not None:
-            return self._url
-        node_ip: str = import_ray().util.get_node_ip_address()
-        self._node_ip = node_ip
-        bind = bind_address(self._host, node_ip)
-        self._bind = bind
-        try:
-            port = self._start_asgi(bind) if self._app is not None else self._start_embedded(bind)
-        except BaseException:
-            self._tail.lines.append("the server did not start:\n" + traceback.format_exc().rstrip())
-            raise
-        self._url = f"http://{public_host(bind, node_ip)}:{port}"
-        logging.getLogger("openenv.ray").info("actor pid %d serves on %s", os.getpid(), self._url)
-        return self._url
-
-    def _start_embedded(self, bind: str) -> int:
-        from openenv.server import EnvServer
-
-        factory = load_factory(self._factory) if isinstance(self._factory, str) else self._factory
-        assert factory is not None
-        server = EnvServer(factory, host=bind, port=0, max_sessions=self._max_sessions, **self._server_options)
-        server.start()
-        self._server = server
-        return server.port
-
-    def _start_asgi(self, bind: str) -> int:
-        try:
-            import uvicorn
-        except ImportError as exc:
-            raise RuntimeError(f"serving an ASGI app needs uvicorn in the actor's environment ({exc})") from exc
-        # OpenEnv's apps read their session limit from the environment when they are imported
-        os.environ.setdefault("MAX_CONCURRENT_ENVS", str(self._max_sessions))
-        assert self._app is not None
-        app = load_object(self._app)
-        sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
-        sock.bind((bind, 0))
-        port = int(sock.getsockname()[1])
-        options = {"log_level": "info", **self._server_options}
-        server = uvicorn.Server(uvicorn.Config(app, **options))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
-        thread.start()
-        while not server.started:  # the caller's start_timeout bounds this
-            if not thread.is_alive():
-                raise RuntimeError(f"uvicorn exited while starting {self._app!r}")
-            time.sleep(0.01)
-        self._server, self._thread = server, thread
-        return port
-
-    def status(self) -> dict[str, Any]:
-        """``{"url": ..., "running": bool, "pid": ..., "node_ip": ..., "bind": ...}``."""
-        if self._thread is not None:
-            running = self._thread.is_alive()
-        else:
-            running = bool(self._server is not None and self._server.running)
-        return {"url": self._url, "running": running, "pid": os.getpid(), "node_ip": self._node_ip, "bind": self._bind}
-
-    def logs(self, lines: int = 20) -> str:
-        """The last ``lines`` log lines of this process."""
-        return "\n".join(list(self._tail.lines)[-lines:])

@@ -1,9 +1,14 @@
-"""Deadlines and backoff schedules: reads the monotonic clock, so it lives outside the sans-IO `_core`."""
+"""Deadlines: they read the monotonic clock, so they live outside the sans-IO `_core`.
+
+The backoff schedules are sans-IO (`openenv._core.capacity`: ``backoff``, and the one
+capacity-wait policy); ``backoff`` is re-exported here for the polls that pair it with a ``Deadline``.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+
+from .._core.capacity import backoff
 
 __all__ = ["Deadline", "backoff"]
 
@@ -32,14 +37,3 @@ class Deadline:
         """``seconds``, or less if the deadline comes first."""
         left = self.remaining()
         return seconds if left is None else min(seconds, left)
-
-
-def backoff(first: float = 0.02, flat: int = 100, factor: float = 1.5, ceiling: float = 0.25) -> Iterator[float]:
-    """Delays for polling: ``first`` for ``flat`` rounds (servers usually come up within
-    a couple of seconds, and a coarse poll overshoots), then growing by ``factor`` up to ``ceiling``."""
-    for _ in range(flat):
-        yield first
-    delay = first
-    while True:
-        delay = min(delay * factor, ceiling)
-        yield delay

@@ -15,6 +15,8 @@ _OBS_LIMIT = 160
 #: ``--capacity-timeout``'s default: long enough for a one-session server to free the slot of the
 #: command run just before, short enough that a slot held by somebody else is reported soon.
 _CAPACITY_TIMEOUT = 10.0
+#: the option that sets the wait, as the messages name it
+_CAPACITY_OPTION = "--capacity-timeout"
 T = TypeVar("T")
 
 
@@ -153,40 +155,36 @@ class _CapacityWait:
     raises `CapacityReached` (our server refuses the handshake; OpenEnv's
     servers accept, then refuse the first call, and the same client reconnects
     on the retry). One budget for the whole command, started at the first
-    refusal; one line on stderr says the command is waiting.
+    refusal; one line on stderr says the command is waiting. The schedule,
+    the budget and the messages are the core's (`openenv._core.capacity`, as
+    for the pool and ``environment_factory``); this only sleeps.
     """
 
     def __init__(self, args: argparse.Namespace, out: _Out) -> None:
         self.timeout: float = getattr(args, "capacity_timeout", 0.0)
         self.out = out
-        self._deadline: Any = None
+        self._retry: Any = None  # the core's CapacityRetry, from the first refusal on
 
     def __call__(self, call: Callable[[], T]) -> T:
-        from openenv._blocking.retry import Deadline, backoff
+        from openenv._core.capacity import CapacityWait, waiting_note
         from openenv._core.errors import CapacityReached
 
-        delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=0.5)
         while True:
             try:
                 return call()
             except CapacityReached as exc:
-                if self._deadline is None:
-                    self._deadline = Deadline(self.timeout)
+                now = time.monotonic()
+                if self._retry is None:
+                    self._retry = CapacityWait(self.timeout, now, option=_CAPACITY_OPTION).retry()
                     if self.timeout > 0:
-                        self.out.note(
-                            f"the server is at capacity ({exc.message.rstrip('.')}): waiting up to "
-                            f"{self.timeout:g} s for a session to come free (--capacity-timeout)"
-                        )
-                if self._deadline.expired:
-                    if self.timeout <= 0:
+                        self.out.note(waiting_note(exc, self.timeout, option=_CAPACITY_OPTION))
+                delay = self._retry.after(exc, now)
+                if delay is None:
+                    final = self._retry.final(exc, remedy="")  # the hint names the remedies
+                    if final is exc:
                         raise
-                    raise CapacityReached(
-                        f"{exc.message.rstrip('.')}; still full after {self.timeout:g} s of waiting "
-                        "(--capacity-timeout)",
-                        exc.code,
-                        exc.details,
-                    ) from None
-                time.sleep(self._deadline.cap(next(delays)))
+                    raise final from None
+                time.sleep(delay)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 
 def _prune_processes(args: argparse.Namespace) -> None:
     """List (and end) local server processes this library started, from its process registry."""
-    from openenv._blocking.lifetimes import prune_processes
+    from openenv._blocking.process_registry import prune_processes
     from openenv._core.lifetimes import shorten_command
 
     for record, verdict in prune_processes(everything=args.all, dry_run=args.dry_run):
@@ -40,7 +40,7 @@ def _prune_external(args: argparse.Namespace) -> None:
 def _cmd_prune(args: argparse.Namespace) -> int:
     """List (and remove) containers and local server processes this library started that are still around."""
     from openenv._blocking import docker as _docker
-    from openenv._blocking.lifetimes import prune_containers
+    from openenv._blocking.docker import prune_containers
     from openenv._core.errors import DockerUnavailable, OpenEnvError
 
     _prune_processes(args)

@@ -4,7 +4,7 @@
 ``Factory`` (``ATTR`` may be dotted: ``mod:Outer.Inner``).  Importing a module
 runs its code, but no socket, process or clock is touched here, and nothing
 above ``_core`` is imported: the CLI (``openenv._cli``) and the Ray actor
-(``openenv._blocking.ray``) both call down to it.
+(``openenv._ray_actor``) both call down to it.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ or in flight, checked out), turns ``reset``/``step`` arguments into one job per
 session (autoreset included), applies the client-side concurrency limit,
 keeps the requests in flight with their send times (``sent``, ``overdue``,
 ``next_due``: the clock is the caller's, as in h11 and websockets), decides the
-capacity waits (`CapacityWait`) and the replacements (`ReplacePlan`) with their
-messages, and builds the public result types [`Completed`][openenv.sync.Completed] and
+replacements (`ReplacePlan`) and when a server cannot hold the pool
+(`overcommit_error`; the capacity waits are `openenv._core.capacity`'s) with
+their messages, and builds the public result types [`Completed`][openenv.sync.Completed] and
 [`PoolMetrics`][openenv.sync.PoolMetrics].  It does no IO, reads no clock and takes
 no lock: the IO layer that shares a pool between threads (``checkout()``) holds one.
 """
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import CapacityReached, ConnectError, OpenEnvError, PoolError, SessionBusy, SessionLost
+from .capacity import capacity_delays
+from .errors import CapacityReached, OpenEnvError, PoolError, SessionBusy, SessionLost
 from .result import StepResult
 from .servers import limit_from, overcommitted, overcommitted_message
 
@@ -31,10 +33,6 @@ __all__ = [
     "Job",
     "PoolCore",
     "ON_FAILURE",
-    "waits_for_capacity",
-    "retry_delays",
-    "CapacityWait",
-    "CapacityRetry",
     "ReplacePlan",
     "overcommit_error",
 ]
@@ -476,15 +474,6 @@ class PoolCore:
         )
 
 
-def waits_for_capacity(exc: BaseException | None) -> bool:
-    """Whether opening a session failed for want of room now (retried with backoff within ``capacity_timeout``).
-
-    ``CAPACITY_REACHED``, and a handshake refused with HTTP ``503`` (the
-    server's pending-connection cap: too many handshakes at once).
-    """
-    return isinstance(exc, CapacityReached) or (isinstance(exc, ConnectError) and exc.status == 503)
-
-
 def check_size(size: int) -> None:
     """Raises ``ValueError`` unless ``size`` is a positive integer."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -537,87 +526,7 @@ def first_failure(failures: Mapping[int, PoolError]) -> str:
     return f"session {index}: {failures[index]}"
 
 
-# -- capacity: wait while a server is full ------------------------------------------------------------
-
-
-def retry_delays() -> Iterator[float]:
-    """The backoff between capacity retries and between replacement attempts.
-
-    0.05 s three times (a server usually frees a slot within moments), then
-    doubling up to 2 s.
-    """
-    for _ in range(3):
-        yield 0.05
-    delay = 0.05
-    while True:
-        delay = min(delay * 2.0, 2.0)
-        yield delay
-
-
-class CapacityWait:
-    """The capacity budget of one pool call: every session it opens waits within one ``capacity_timeout``.
-
-    Sans-IO: the times come in as arguments (the caller's monotonic clock).
-    Each session that waits takes a ``CapacityRetry``
-    from it (its own backoff, the shared deadline).
-
-    Args:
-        timeout: ``capacity_timeout`` (``None``: no limit).
-        now: when the call began.
-    """
-
-    __slots__ = ("timeout", "end")
-
-    def __init__(self, timeout: float | None, now: float) -> None:
-        self.timeout = timeout
-        self.end = None if timeout is None else now + timeout
-
-    def retry(self) -> CapacityRetry:
-        """The retry schedule of one session within this budget."""
-        return CapacityRetry(self)
-
-
-class CapacityRetry:
-    """One session's tries while its server is full: when to try again, when to give up, and what to say."""
-
-    __slots__ = ("wait", "_delays")
-
-    def __init__(self, wait: CapacityWait) -> None:
-        self.wait = wait
-        self._delays = retry_delays()
-
-    def after(self, error: OpenEnvError, now: float) -> float | None:
-        """Seconds to wait before the next try after ``error`` at ``now``; ``None``: give up, raise ``final(error)``.
-
-        Only a full (``CAPACITY_REACHED``) or overloaded (HTTP 503 on the
-        handshake) server is waited for, and only until the budget is spent.
-        """
-        if not waits_for_capacity(error):
-            return None
-        end = self.wait.end
-        if end is not None and now >= end:
-            return None
-        delay = next(self._delays)
-        return delay if end is None else min(delay, end - now)
-
-    def final(self, error: OpenEnvError) -> OpenEnvError:
-        """The error to raise on giving up: ``error`` itself, or for a full server one that says how long it waited."""
-        timeout = self.wait.timeout
-        if isinstance(error, ConnectError) and waits_for_capacity(error):
-            still = ConnectError(
-                f"{error}; the server was still overloaded after waiting capacity_timeout={timeout} s with backoff. "
-                "Open fewer sessions at once, or raise the server's max_pending"
-            )
-            still.status = error.status
-            return still
-        if isinstance(error, CapacityReached):
-            return CapacityReached(
-                f"{error.message}; the server was still full after waiting capacity_timeout={timeout} s with "
-                "backoff. Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
-                error.code,
-                error.details,
-            )
-        return error
+# -- capacity: a server that cannot hold the pool (the waits themselves: ``capacity.py``) ------------------
 
 
 def overcommit_error(
@@ -672,7 +581,7 @@ class ReplacePlan:
         self.own_server = own_server
         #: the last attempt's error
         self.last: OpenEnvError | None = None
-        self._delays = retry_delays()
+        self._delays = capacity_delays()
         self._tries = 0
 
     def next_try(self) -> float | None:

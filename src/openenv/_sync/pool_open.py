@@ -1,8 +1,8 @@
 # GENERATED from src/openenv/_async/pool_open.py by scripts/run_unasync.py -- DO NOT EDIT.
 """The opening room of ``EnvPool``: sessions opened while servers are full, and failed sessions replaced.
 
-The core decides (``CapacityWait`` / ``CapacityRetry``: each delay, when to give
-up and what the error says; ``overcommit_error``; ``ReplacePlan``: the attempts,
+The core decides (``_core/capacity.py``'s ``CapacityWait`` / ``CapacityRetry``: each
+delay, when to give up and what the error says; ``overcommit_error``; ``ReplacePlan``: the attempts,
 their backoff and the "could not be replaced" error); this room opens clients,
 starts servers, sleeps and reports.  A mixin of ``EnvPool`` (no public API).
 """
@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .._core.capacity import CapacityWait, waits_for_capacity
 from .._core.errors import CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
 from .._core.pool import (
     OPENING_AT_ONCE,
-    CapacityWait,
     Completed,
     Job,
     PoolCore,
@@ -26,7 +26,6 @@ from .._core.pool import (
     pool_error,
     recv_unreplaced_message,
     unreplaced_message,
-    waits_for_capacity,
 )
 from .._core.result import StepResult
 from .._shim_sync import run_all, sleep

@@ -14,6 +14,7 @@ from typing import Any
 from .._blocking import ray as _ray
 from .._core.errors import InvalidOption, ProviderError, ReadinessTimeout
 from .._core.options import check_timeout
+from .._ray_actor import actor_class
 from .._shim_sync import run_blocking, run_cleanup
 from .providers import ServerProvider
 
@@ -175,7 +176,7 @@ class RayProvider(ServerProvider):
             if self._stopped:
                 raise ProviderError(f"{self!r} was stopped while it started")
             self._actor = actor = (
-                _ray.actor_class()
+                actor_class()
                 .options(**self.options)
                 .remote(self.factory, self.app, self.max_sessions, self.host, self.server_options)
             )

@@ -20,16 +20,17 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from typing_extensions import Self, Unpack
 
-from .._blocking.retry import Deadline, backoff
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
+from .._core.capacity import POOL_BUSY_REMEDY, TOOLS_REMEDY, CapacityWait, instances_remedy
 from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
 from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
@@ -253,9 +254,9 @@ class TRLEnvironment(metaclass=_ToolsMeta):
 
     def _reset_session(self, kwargs: dict[str, Any]) -> Any:
         shared = self._openenv
-        deadline = Deadline(shared.capacity_timeout)
-        delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
-        refusal: CapacityReached | None = None  # the last one, for the error when waiting ends
+        wait = CapacityWait(shared.capacity_timeout, time.monotonic())  # the core decides; this only sleeps
+        retry = wait.retry()
+        refusal = CapacityReached("every server is at capacity", "CAPACITY_REACHED")  # the last one, for the error
         while True:
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
@@ -263,27 +264,24 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                     checkout = shared.pool.checkout()
                     try:
                         self._env = checkout.__enter__()
-                    except SessionBusy:  # every session of the pool is out: wait for one to come back
-                        if deadline.expired:
-                            raise SessionBusy(
-                                f"no session of the pool came free within capacity_timeout="
-                                f"{shared.capacity_timeout} s: make the pool at least as large as the "
-                                "number of instances (the generation batch size)"
-                            ) from None
-                        sleep(deadline.cap(next(delays)))
+                    except SessionBusy as exc:  # every session of the pool is out: wait for one to come back
+                        delay = retry.delay(time.monotonic())
+                        if delay is None:
+                            raise retry.final(exc, remedy=POOL_BUSY_REMEDY) from None
+                        sleep(delay)
                         continue
                     self._checkout = checkout
                 else:
                     server = shared.servers.acquire()
                     if server is None:  # every server is full and no more may start: wait
-                        if deadline.expired:
-                            code, details = (refusal.code, refusal.details) if refusal else ("CAPACITY_REACHED", {})
-                            raise CapacityReached(self._still_full(refusal), code, details) from None
-                        sleep(deadline.cap(next(delays)))
+                        delay = retry.delay(time.monotonic())
+                        if delay is None:
+                            raise retry.final(refusal, remedy=self._remedy()) from None
+                        sleep(delay)
                         continue
                     if server.fresh:  # started for this instance: that wait was ready_timeout's, not
                         server.fresh = False  # capacity_timeout's, and the new server may still be freeing
-                        deadline = Deadline(shared.capacity_timeout)  # the slot of the client that probed it
+                        wait.restart(time.monotonic())  # the slot of the client that probed it
                     self._server = server
                     self._env = Env(server.base_url, **shared.options)
             try:
@@ -296,19 +294,14 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                     env.close()
                     if shared.servers.refused(server, exc):
                         continue
-                if deadline.expired:
-                    raise CapacityReached(self._still_full(exc), exc.code, exc.details) from None
-                sleep(deadline.cap(next(delays)))
+                delay = retry.after(exc, time.monotonic())
+                if delay is None:
+                    raise retry.final(exc, remedy=self._remedy()) from None
+                sleep(delay)
 
-    def _still_full(self, exc: CapacityReached | None) -> str:
-        shared = self._openenv
-        servers = shared.servers
-        where = f"{exc.message}; " if exc is not None else ""
-        more = f"raise max_servers (now {servers.cap}), " if servers.grows else ""
-        return (
-            f"{where}still full after {shared.capacity_timeout} s of retrying. Run fewer instances at once, "
-            f"{more}raise the server's MAX_CONCURRENT_ENVS (the servers must hold the generation batch size)"
-        )
+    def _remedy(self) -> str:
+        servers = self._openenv.servers
+        return instances_remedy(servers.cap if servers.grows else None)
 
     def _call_tool(self, spec: core.MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         shared = self._openenv
@@ -416,21 +409,15 @@ def _list_tools(env: Env[Any, Any, Any]) -> list[Tool]:
 
 def _probe(env: Env[Any, Any, Any], capacity_timeout: float | None) -> list[Tool]:
     """`_list_tools` on a server URL, retried with backoff while the server is at capacity."""
-    deadline = Deadline(capacity_timeout)
-    delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
+    retry = CapacityWait(capacity_timeout, time.monotonic()).retry()
     while True:
         try:
             return _list_tools(env)
         except CapacityReached as exc:
-            if deadline.expired:
-                raise CapacityReached(
-                    f"{exc.message}; still full after {capacity_timeout} s of waiting to read the environment's "
-                    "tools (capacity_timeout): wait for its other clients, or raise the server's "
-                    "MAX_CONCURRENT_ENVS",
-                    exc.code,
-                    exc.details,
-                ) from None
-            sleep(deadline.cap(next(delays)))
+            delay = retry.after(exc, time.monotonic())
+            if delay is None:
+                raise retry.final(exc, remedy=TOOLS_REMEDY, doing=" to read the environment's tools") from None
+            sleep(delay)
 
 
 def _class_name(name: str | None, metadata: Any) -> str:
