@@ -29,6 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "_reaper": {"_core", "_blocking"},
     "_facade": {"_shared"},
     "_shared": {"_core"},
+    "errors": {"_core", "_shared"},  # the neutral public home of the shared errors
     "sync": {"_core", "_facade", "_shared", "_sync"},
     "aio": {"_core", "_facade", "_shared", "_async"},
     "_cli": {"_core", "_adapters", "_blocking", "server", "sync", "_sync"},

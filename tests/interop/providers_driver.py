@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 import openenv.sync as ours
-from openenv._blocking import lifetimes
+from openenv._blocking import process_registry
 from openenv.core.containers.runtime import providers as upstream  # type: ignore[import-untyped, unused-ignore]
 from openenv.core.containers.runtime.uv_provider import UVProvider  # type: ignore[import-untyped, unused-ignore]
 
@@ -37,10 +37,10 @@ def uv_part() -> None:
         out["uv_url"] = env.base_url
         out["uv_cwd"] = provider.cwd
         out["uv_env"] = provider.env.get("ECHO_PREFIX")
-        out["uv_registered"] = any(r.pid == provider._child.pid for r in lifetimes.list_records())
+        out["uv_registered"] = any(r.pid == provider._child.pid for r in process_registry.list_records())
         env.reset()
         out["uv_step"] = env.step({"message": "hi"}).observation
-    out["uv_left"] = [r.pid for r in lifetimes.list_records()]
+    out["uv_left"] = [r.pid for r in process_registry.list_records()]
 
 
 if checkout:

@@ -6,7 +6,7 @@ reaper: only the provider's own ``stop`` can remove it, and that needs the
 provider object, which dies with the program.  So each started sandbox gets:
 
 * an ``atexit`` cleanup (the provider's ``stop``) when the client is never closed;
-* a record in the registry folder (`openenv._blocking.lifetimes.runtime_dir`),
+* a record in the registry folder (`openenv._blocking.process_registry.runtime_dir`),
   ``external-<owner pid>-<n>.json``, deleted when it is stopped, that
   ``python -m openenv prune --dry-run`` lists.  After a SIGKILL of its owner
   the record says which provider started what and when; the sandbox itself
@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import lifetimes as _lifetimes
+from .process_registry import runtime_dir
+from .procfs import process_start_time
 
 __all__ = ["ExternalRecord", "ExternalLease", "lease_external", "list_external", "prune_external"]
 
@@ -57,7 +59,7 @@ class ExternalRecord:
     @property
     def owner_alive(self) -> bool:
         """Whether the owner process still runs (its PID with the same start time)."""
-        now = _lifetimes.process_start_time(self.owner_pid)
+        now = process_start_time(self.owner_pid)
         if now is None:
             return False
         return self.owner_start_time in (0, now)
@@ -88,7 +90,7 @@ def lease_external(provider: str, description: str, cleanup: Callable[[], None])
         cleanup: stops it (the provider's own ``stop``).
     """
     lease = _lifetimes.Lease(_lifetimes._track(cleanup), None, None)
-    folder = _lifetimes.runtime_dir(create=True)
+    folder = runtime_dir(create=True)
     path = None
     if folder is not None:
         pid = os.getpid()
@@ -97,7 +99,7 @@ def lease_external(provider: str, description: str, cleanup: Callable[[], None])
             "provider": provider,
             "description": description,
             "owner_pid": pid,
-            "owner_start_time": _lifetimes.process_start_time(pid) or 0,
+            "owner_start_time": process_start_time(pid) or 0,
             "created": time.time(),
         }
         temporary = f"{path}.tmp"
@@ -114,7 +116,7 @@ def lease_external(provider: str, description: str, cleanup: Callable[[], None])
 
 def list_external() -> list[ExternalRecord]:
     """Every well-formed external record in the registry folder."""
-    folder = _lifetimes.runtime_dir()
+    folder = runtime_dir()
     if folder is None:
         return []
     try:
