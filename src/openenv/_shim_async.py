@@ -314,7 +314,7 @@ async def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> se
 
 
 def new_lock() -> Any:
-    """A lock for ``async with``: serialises the calls of one object (``asyncio.Lock``; a thread lock on the sync side)."""
+    """A lock for ``async with``: one call of an object at a time (``asyncio.Lock``; the sync side: a thread lock)."""
     return asyncio.Lock()
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "other_loop_message",
     "pool_pickle_message",
     "render_pickle_message",
+    "unpickled_unreachable_message",
 ]
 
 #: Names the generated class uses itself (a tool with one of these names is renamed ``<name>_tool``).
@@ -714,4 +715,14 @@ def render_pickle_message(name: str, render: Any, error: BaseException) -> str:
     return (
         f"{name} cannot be pickled: its render={render!r} cannot ({error}); pass a function defined at the "
         "top level of a module (not a lambda or a closure)"
+    )
+
+
+def unpickled_unreachable_message(name: str, origin_pid: int, error: str) -> str:
+    """The error of a class unpickled in another process whose server cannot be reached from there."""
+    return (
+        f"{error}. {name} was unpickled here from process {origin_pid}: it reaches the same server URL, which "
+        "must be reachable from this process (a server on 127.0.0.1 is reachable only on the same machine) and "
+        "still running (the parent's class must stay open). Or generate the class from a Docker image or a "
+        "checkout: each process then starts its own servers"
     )

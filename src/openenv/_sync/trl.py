@@ -35,7 +35,15 @@ from .._blocking.retry import Deadline, backoff
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
-from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
+from .._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    ExecutionError,
+    ServerValidationError,
+    SessionBusy,
+    ToolError,
+)
 from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
 from .._core.urls import redact_url
@@ -268,7 +276,15 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             shared.log_dropped(dropped)
         self.reward = 0.0
         self.done = False
-        result = self._reset_session(kept)
+        try:
+            result = self._reset_session(kept)
+        except ConnectError as exc:
+            recipe = shared.recipe
+            if recipe is None or recipe.origin_pid == shared.pid:
+                raise
+            unreachable = type(exc)(core.unpickled_unreachable_message(recipe.name, recipe.origin_pid, str(exc)))
+            unreachable.status = exc.status
+            raise unreachable from exc
         self._record(None, result.done)  # a reward reset reports is no step's: env.reward stays 0.0
         return core.reset_text(self._render_step(result))
 
@@ -767,6 +783,7 @@ class _Recipe:
     capacity_timeout: float | None
     get_reward: bool
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    origin_pid: int = field(default_factory=os.getpid)
 
 
 #: the generated classes of this process, by recipe token: unpickling one here gives the class itself
