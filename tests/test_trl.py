@@ -180,7 +180,9 @@ def test_sync_class_is_plain_and_aio_class_is_coroutines(tools_server: Any) -> N
     async def main() -> None:
         acls = await aio.environment_factory(tools_server.url)
         try:
-            assert inspect.iscoroutinefunction(acls.add) and inspect.iscoroutinefunction(acls.reset)
+            assert inspect.iscoroutinefunction(acls.add) and inspect.iscoroutinefunction(acls.get_reward)
+            # reset is a plain function: a coroutine on the loop, the text from a worker thread (TRL's async trainer)
+            assert inspect.isfunction(acls.reset) and not inspect.iscoroutinefunction(acls.reset)
             env = acls()
             await env.reset()
             assert await env.add(2, 3) == "5"
