@@ -128,7 +128,7 @@ async def test_a_class_that_starts_its_servers_starts_its_own_in_the_child(
     monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))  # the current interpreter runs it (the child too)
     cls = await environment_factory(str(checkout), ready_timeout=BOOT, capacity_timeout=BOOT)
     try:
-        ours = cls._openenv.servers.servers[0].root.provider._child.pid
+        ours = cls._openenv.servers.servers[0].root.provider._child.pid  # type: ignore[union-attr]
         child, conn = _spawn(_start_a_server_and_wait, cls)
         try:
             seen = _recv(conn, child)
