@@ -243,6 +243,10 @@ def ws_abandon(ws: WebSocket) -> None:
     if transport is None:  # no transport yet: connection_made drops it when it comes (ws_connect's factory)
         return
     loop: asyncio.AbstractEventLoop | None = getattr(ws, "loop", None)
+    if loop is not None and loop.is_closed():  # (TRL's rollout process closes its loop, then exits)
+        keepalive = getattr(ws, "keepalive_task", None)
+        if keepalive is not None and hasattr(keepalive, "_log_destroy_pending"):
+            keepalive._log_destroy_pending = False  # it can never run again: no "Task was destroyed" at exit
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
