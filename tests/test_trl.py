@@ -398,3 +398,13 @@ def test_the_trl_guide_shows_the_script_ci_trains_with() -> None:
     start = guide.index("```python\n", marker) + len("```python\n")
     block = guide[start : guide.index("```\n", start)]
     assert block == (root / "examples" / "trl_train.py").read_text(encoding="utf-8")
+
+
+def test_the_trl_guide_shows_the_async_trainer_script_ci_runs() -> None:
+    """The guide's async-trainer script is examples/trl_async_train.py, word for word (`nox -s trl` imports it)."""
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guides" / "trl.md").read_text(encoding="utf-8")
+    marker = guide.index("this file's make_environments (examples/trl_async_train.py) -->")
+    start = guide.index("```python\n", marker) + len("```python\n")
+    block = guide[start : guide.index("```\n", start)]
+    assert block == (root / "examples" / "trl_async_train.py").read_text(encoding="utf-8")

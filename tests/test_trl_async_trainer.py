@@ -148,3 +148,26 @@ def test_the_sync_class_runs_in_the_trainers_executor(server_factory: Any) -> No
         assert {r[1] for r in results} == {"3"} and rewards == [-0.5] * 8
     finally:
         cls.close()
+
+
+def _websockets_threads() -> dict[str, int]:
+    """The threads of ``websockets.sync`` connections here: a reader per connection, and a keepalive with pings."""
+    names = [thread.name for thread in threading.enumerate()]
+    return {kind: sum(name.endswith(f"({kind})") for name in names) for kind in ("recv_events", "keepalive")}
+
+
+@pytest.mark.parametrize(("options", "per_session"), [({}, 2), ({"ping_interval": None}, 1)])
+def test_the_sync_class_costs_two_threads_per_session_or_one_without_pings(
+    server_factory: Any, options: dict[str, Any], per_session: int
+) -> None:
+    """What the guide says the ``openenv.sync`` class costs in the async trainer's executor (websockets' threads)."""
+    server = server_factory(PenaltyToolsEnv, max_sessions=8)
+    cls = sync.environment_factory(server.url, **options)
+    try:
+        before = sum(_websockets_threads().values())
+        envs = [cls() for _ in range(6)]
+        for env in envs:
+            env.reset()
+        assert sum(_websockets_threads().values()) - before == 6 * per_session
+    finally:
+        cls.close()
