@@ -118,7 +118,7 @@ def _start_a_server_and_wait(factory: Any, conn: Connection) -> None:
         conn.send(exc)
 
 
-@pytest.mark.parametrize("ending", ["close", "sigkill"])
+@pytest.mark.parametrize("ending", ["close", "sigterm", "sigkill"])
 def test_a_class_that_starts_its_servers_starts_its_own_in_the_child(
     ending: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,8 +138,8 @@ def test_a_class_that_starts_its_servers_starts_its_own_in_the_child(
             if ending == "close":
                 conn.send("close")
                 assert _recv(conn, child) is False  # the child's class stopped its server
-            else:
-                os.kill(child.pid, signal.SIGKILL)  # no cleanup runs in the child: the reaper's turn
+            else:  # no cleanup runs in the child (Python's default SIGTERM too): the reaper's turn
+                os.kill(child.pid, signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
         finally:
             child.join(BOOT)
         until(lambda: not alive(theirs), timeout=BOOT)
