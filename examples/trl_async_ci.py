@@ -45,6 +45,12 @@ from trl_ci import Calculator, CountingEcho, build_model, build_tokenizer, check
 import openenv.sync  # noqa: E402
 from openenv.server import EnvServer  # noqa: E402
 
+if __name__ == "__mp_main__":  # the rollout process: if TRL has to terminate it, say where it was
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
+
 IN_FLIGHT = 8
 SAMPLES = 8  # rollouts to collect: each row of the dataset twice (a group of 2)
 
@@ -65,10 +71,9 @@ class Completions(BaseHTTPRequestHandler):
             return
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = torch.tensor([request["prompt"]])
-        if Completions.ending:
-            tokens, logprobs = [int(self.model.generation_config.eos_token_id)], [0.0]
-        else:
-            with Completions.lock, torch.no_grad():
+        tokens, logprobs = [int(self.model.generation_config.eos_token_id)], [0.0]  # once ending
+        with Completions.lock, torch.no_grad():
+            if not Completions.ending:
                 Completions.calls += 1
                 out = self.model.generate(
                     prompt,
@@ -77,9 +82,11 @@ class Completions(BaseHTTPRequestHandler):
                     do_sample=False,
                     output_scores=True,
                     return_dict_in_generate=True,
+                    stopping_criteria=[lambda *args, **kwargs: Completions.ending],  # cut short when ending
                 )
-            tokens = out.sequences[0, prompt.shape[1] :].tolist()
-            logprobs = [float(torch.log_softmax(s[0].float(), -1)[t]) for s, t in zip(out.scores, tokens, strict=True)]
+                tokens = out.sequences[0, prompt.shape[1] :].tolist()
+                scores = [torch.log_softmax(score[0].float(), -1) for score in out.scores]
+                logprobs = [float(score[t]) for score, t in zip(scores, tokens, strict=True)]
         body = json.dumps({"choices": [{"token_ids": tokens, "logprobs": {"token_logprobs": logprobs}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -113,6 +120,7 @@ def main() -> None:
     tokenizer = build_tokenizer()
     Completions.model = build_model(tokenizer)
     endpoint = ThreadingHTTPServer(("127.0.0.1", 0), Completions)
+    endpoint.daemon_threads = False  # server_close() waits for the requests under way (a model call among them)
     serving = threading.Thread(target=endpoint.serve_forever, name="completions")
     serving.start()
     try:
