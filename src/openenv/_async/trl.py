@@ -10,9 +10,12 @@ Schema read from the method's type hints and docstring by
 says about itself: one method per MCP tool (or a ``step`` method built from the
 action schema), with real signatures and docstrings.
 
-Use the class from ``openenv.sync`` with TRL: its trainer calls ``reset`` and
-the tools without awaiting them.  The ``openenv.aio`` class has the same
-methods as coroutines, for rollouts written on an event loop.
+Use the class from ``openenv.sync`` with TRL's ``GRPOTrainer``: it calls
+``reset`` and the tools from plain code.  The ``openenv.aio`` class has the
+same tools (and ``get_reward``) as coroutines, for rollouts written on an
+event loop and for TRL's ``AsyncGRPOTrainer``, whose worker threads call its
+``reset`` (it runs on the instance's loop).  Both pickle by recipe (`_Recipe`):
+``AsyncGRPOTrainer`` pickles them into a process it starts with ``spawn``.
 """
 
 from __future__ import annotations
