@@ -15,7 +15,9 @@ The environments: the guide's ``make_environments`` (``examples/trl_async_train.
 whose failed calls cost ``-1.0``), plus an ``openenv.sync`` class of the tools
 environment, all in one multi-environment dict.  It checks the rewards TRL
 computed per environment (the penalty included), the tool calls counted at the
-servers, and that nothing is left once the worker has stopped.
+servers, and that nothing is left once the worker has stopped; then that an
+``openenv.aio`` class given to ``GRPOTrainer`` fails with the error that names
+the class to give it instead.
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ def main() -> None:
                 stop(worker)
             exitcode = child.exitcode if child is not None else None
             report(samples, echo, calc, exitcode)
+            wrong_trainer(environments["echo"], tokenizer)
             asyncio.run(trl_async_train.close({k: v for k, v in environments.items() if k != "sync"}))
             environments["sync"].close()
     finally:
@@ -190,6 +193,30 @@ def stop(worker: Any) -> None:
     finally:
         stopping.set()
         reader.join()
+
+
+def wrong_trainer(cls: Any, tokenizer: Any) -> None:
+    """The ``openenv.aio`` class given to ``GRPOTrainer``: its first reset says which class to give it instead."""
+    import tempfile
+
+    import trl_train
+    from trl import GRPOTrainer
+
+    with tempfile.TemporaryDirectory() as output_dir:
+        trainer = GRPOTrainer(
+            model=build_model(tokenizer),
+            processing_class=tokenizer,
+            train_dataset=trl_train.make_dataset(["Say hello."] * 2),
+            environment_factory=cls,
+            args=trl_train.make_config(output_dir, max_steps=1),
+        )
+        try:
+            trainer.train()
+            error = ""
+        except TypeError as exc:
+            error = str(exc)
+    print(f"async: GRPOTrainer with the openenv.aio class: TypeError: {error}")
+    check("openenv.sync.environment_factory" in error, "async: the aio class under GRPOTrainer says what to give it")
 
 
 def report(samples: list[Any], echo: EnvServer, calc: EnvServer, exitcode: int | None) -> None:
