@@ -556,10 +556,15 @@ def interop(session: nox.Session) -> None:
 # machines pip takes a CPU build of it from the machine's own wheel directory; elsewhere PyPI's torch is a
 # CUDA build of several GB (install a CPU build first from PyTorch's CPU wheel index to avoid that).
 TRL_DEPS = ["torch==2.13.0", "transformers>=5.2,<6", "trl==1.16.0", "jmespath>=1.0"]
+# TRL's async trainer's rollout loop talks to its generation server over aiohttp (not a dependency of trl)
+TRL_ASYNC_DEPS = ["aiohttp>=3.9"]
 
 
 @nox.session(venv_backend="venv")
 def trl(session: nox.Session) -> None:
-    """Train 2 steps with TRL's real GRPOTrainer on our echo and an MCP tools environment (CPU, no model hub)."""
-    session.install("-e", ".", *TRL_DEPS)
-    session.run("python", "examples/trl_ci.py", env={"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"})
+    """TRL's real GRPOTrainer (2 steps) and its async trainer's rollout loop on our environments (CPU, no model hub)."""
+    session.install("-e", ".", *TRL_DEPS, *TRL_ASYNC_DEPS)
+    env = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    session.run("python", "examples/trl_ci.py", env=env)
+    # AsyncGRPOTrainer's rollout worker: the classes pickled into its spawned process, rollouts in flight on its loop
+    session.run("python", "examples/trl_async_ci.py", env=env)

@@ -180,7 +180,9 @@ def test_sync_class_is_plain_and_aio_class_is_coroutines(tools_server: Any) -> N
     async def main() -> None:
         acls = await aio.environment_factory(tools_server.url)
         try:
-            assert inspect.iscoroutinefunction(acls.add) and inspect.iscoroutinefunction(acls.reset)
+            assert inspect.iscoroutinefunction(acls.add) and inspect.iscoroutinefunction(acls.get_reward)
+            # reset is a plain function: a coroutine on the loop, the text from a worker thread (TRL's async trainer)
+            assert inspect.isfunction(acls.reset) and not inspect.iscoroutinefunction(acls.reset)
             env = acls()
             await env.reset()
             assert await env.add(2, 3) == "5"
@@ -396,3 +398,13 @@ def test_the_trl_guide_shows_the_script_ci_trains_with() -> None:
     start = guide.index("```python\n", marker) + len("```python\n")
     block = guide[start : guide.index("```\n", start)]
     assert block == (root / "examples" / "trl_train.py").read_text(encoding="utf-8")
+
+
+def test_the_trl_guide_shows_the_async_trainer_script_ci_runs() -> None:
+    """The guide's async-trainer script is examples/trl_async_train.py, word for word (`nox -s trl` imports it)."""
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guides" / "trl.md").read_text(encoding="utf-8")
+    marker = guide.index("this file's make_environments (examples/trl_async_train.py) -->")
+    start = guide.index("```python\n", marker) + len("```python\n")
+    block = guide[start : guide.index("```\n", start)]
+    assert block == (root / "examples" / "trl_async_train.py").read_text(encoding="utf-8")

@@ -7,10 +7,13 @@ same names with the same parameters; ``tests/test_facades.py::test_shims_match``
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import sys
+import types
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from websockets.asyncio.client import ClientConnection as WebSocket
 from websockets.asyncio.client import connect as _connect
@@ -29,6 +32,9 @@ __all__ = [
     "run_to_completion",
     "ws_wait_any",
     "run_all",
+    "new_lock",
+    "current_loop",
+    "callable_from_threads",
 ]
 
 T = TypeVar("T")
@@ -237,6 +243,10 @@ def ws_abandon(ws: WebSocket) -> None:
     if transport is None:  # no transport yet: connection_made drops it when it comes (ws_connect's factory)
         return
     loop: asyncio.AbstractEventLoop | None = getattr(ws, "loop", None)
+    if loop is not None and loop.is_closed():  # (TRL's rollout process closes its loop, then exits)
+        keepalive = getattr(ws, "keepalive_task", None)
+        if keepalive is not None and hasattr(keepalive, "_log_destroy_pending"):
+            keepalive._log_destroy_pending = False  # it can never run again: no "Task was destroyed" at exit
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -302,3 +312,80 @@ async def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> se
             delay = min(delay, left)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.002)
+
+
+# ---------------------------------------------------------------- TRL's async trainer (environment_factory)
+
+
+def new_lock() -> Any:
+    """A lock for ``async with``: one call of an object at a time (``asyncio.Lock``; the sync side: a thread lock)."""
+    return asyncio.Lock()
+
+
+def current_loop() -> object | None:
+    """The event loop running in this thread, or ``None`` (always ``None`` on the sync side)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def callable_from_threads(fn: F, no_loop: str) -> F:
+    """A coroutine method that the worker threads of its instance's event loop may also call (the sync side: ``fn``).
+
+    * Called in a thread running an event loop, it returns ``fn``'s coroutine:
+      ``await obj.method(...)`` as usual.
+    * Called in any other thread, it runs ``fn`` on the instance's loop
+      (``obj._loop``) and blocks that thread, not the loop, until the result is
+      there (``asyncio.run_coroutine_threadsafe``): what TRL's async trainer does
+      with ``reset``, through ``loop.run_in_executor``.
+    * Reading the attribute in a thread that runs a loop binds an instance that
+      has no loop yet to it (``obj._loop``): TRL reads ``env.reset`` on its loop,
+      then calls it in a worker thread.
+    * With no loop to run on, it raises ``TypeError(no_loop)``.
+
+    On the class, the attribute is a plain function (``inspect.isfunction``).
+    """
+    return cast(F, _FromThreads(fn, no_loop))
+
+
+class _FromThreads:
+    """The descriptor of `callable_from_threads`."""
+
+    def __init__(self, fn: Callable[..., Any], no_loop: str) -> None:
+        self._fn = fn
+
+        @functools.wraps(fn)
+        def call(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if current_loop() is not None:
+                return fn(obj, *args, **kwargs)  # a coroutine: awaited by the caller, on its loop
+            loop = getattr(obj, "_loop", None)
+            if not isinstance(loop, asyncio.AbstractEventLoop) or loop.is_closed() or not loop.is_running():
+                raise TypeError(no_loop)
+            future = asyncio.run_coroutine_threadsafe(fn(obj, *args, **kwargs), loop)
+            while True:
+                try:
+                    return future.result(timeout=0.5)
+                except concurrent.futures.TimeoutError:
+                    if loop.is_closed() or not loop.is_running():
+                        future.cancel()
+                        raise RuntimeError(
+                            f"the event loop of {obj!r} stopped before {fn.__name__}() could run on it"
+                        ) from None
+
+        self._call = call
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._call.__qualname__ = f"{owner.__qualname__}.{name}"
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self._call
+        if getattr(obj, "_loop", None) is None:
+            loop = current_loop()
+            if loop is not None:
+                obj._loop = loop
+        return types.MethodType(self._call, obj)

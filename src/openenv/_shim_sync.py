@@ -31,6 +31,9 @@ __all__ = [
     "loop_token",
     "run_to_completion",
     "ws_wait_any",
+    "new_lock",
+    "current_loop",
+    "callable_from_threads",
     "run_all",
 ]
 
@@ -395,3 +398,24 @@ def ws_wait_any(sockets: Sequence[WebSocket], timeout: float | None) -> set[int]
             delay = min(delay, left)
         time.sleep(delay)
         delay = min(delay * 2, 0.002)
+
+
+# ---------------------------------------------------------------- TRL's async trainer (environment_factory)
+
+
+def new_lock() -> Any:
+    """A lock for ``with``: serialises the calls of one object (a thread lock; ``asyncio.Lock`` on the async side)."""
+    return threading.Lock()
+
+
+def current_loop() -> object | None:
+    """No event loop runs on this side: ``None``."""
+    return None
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def callable_from_threads(fn: F, no_loop: str) -> F:
+    """``fn`` itself: a blocking method may be called from any thread (see the async side)."""
+    return fn

@@ -122,7 +122,7 @@ async def test_reward_and_done_come_from_tool_steps(guess_server: Any) -> None:
         assert env.reward == pytest.approx(-0.2) and env.done is False
         assert await env.guess(7) == "Correct!"
         assert env.reward == pytest.approx(0.8) and env.done is True
-        assert env.get_reward() == pytest.approx(0.8)
+        assert await env.get_reward() == pytest.approx(0.8)
         assert await env.hint() == "The episode is over: no further actions are taken. Stop calling tools."
         await env.reset()
         assert (env.reward, env.done) == (0.0, False)
@@ -174,7 +174,7 @@ async def test_a_failed_tool_call_adds_its_penalty_and_ends_the_episode(server_f
         assert env.env is not None and (await env.env.state())["step_count"] == 2
         assert (await env.fail("again")).startswith("Error: ")
         assert (env.reward, env.done) == (-1.5, True)  # the second failure ended the episode
-        assert env.get_reward() == -1.5
+        assert await env.get_reward() == -1.5
         assert await env.add(1, 1) == "The episode is over: no further actions are taken. Stop calling tools."
         checked = strict()
         await checked.reset()

@@ -10,18 +10,26 @@ Schema read from the method's type hints and docstring by
 says about itself: one method per MCP tool (or a ``step`` method built from the
 action schema), with real signatures and docstrings.
 
-Use the class from ``openenv.sync`` with TRL: its trainer calls ``reset`` and
-the tools without awaiting them.  The ``openenv.aio`` class has the same
-methods as coroutines, for rollouts written on an event loop.
+Use the class from ``openenv.sync`` with TRL's ``GRPOTrainer``: it calls
+``reset`` and the tools from plain code.  The ``openenv.aio`` class has the
+same tools (and ``get_reward``) as coroutines, for rollouts written on an
+event loop and for TRL's ``AsyncGRPOTrainer``, whose worker threads call its
+``reset`` (it runs on the instance's loop).  Both pickle by recipe (`_Recipe`):
+``AsyncGRPOTrainer`` pickles them into a process it starts with ``spawn``.
 """
 
 from __future__ import annotations
 
 import atexit
+import copyreg
 import logging
+import os
 import threading
 import time
+import uuid
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,11 +39,19 @@ from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
 from .._core.capacity import POOL_BUSY_REMEDY, TOOLS_REMEDY, CapacityWait, instances_remedy
-from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
+from .._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    ExecutionError,
+    ServerValidationError,
+    SessionBusy,
+    ToolError,
+)
 from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
 from .._core.urls import redact_url
-from .._shim_async import run_to_completion, sleep
+from .._shim_async import callable_from_threads, current_loop, new_lock, run_to_completion, sleep
 from .env import Env
 from .http import get_json
 from .pool import EnvPool
@@ -85,6 +101,8 @@ class _Shared:
         self.instances: list[TRLEnvironment] = []
         self.closed = False
         self.dropped_logged = False
+        self.recipe: _Recipe | None = None  # how to build the class again in another process (pickle)
+        self.pid = os.getpid()
         atexit.register(self.at_exit)
 
     def add(self, instance: TRLEnvironment) -> None:
@@ -167,13 +185,12 @@ class _BoundClose:
         return f"<{self._what}>"
 
 
-if TYPE_CHECKING:
+class _ToolsMeta(type):
+    """The metaclass of the generated classes: they pickle by recipe (`_reduce_class`)."""
 
-    class _ToolsMeta(type):
+    if TYPE_CHECKING:
+
         def __getattr__(cls, name: str) -> Any: ...  # the generated tool methods
-
-else:
-    _ToolsMeta = type
 
 
 class TRLEnvironment(metaclass=_ToolsMeta):
@@ -203,6 +220,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self._env: Env[Any, Any, Any] | None = None
         self._checkout: Any = None  # the pool checkout holding ``_env``, when the class uses a pool
         self._server: Server | None = None  # the server of ``_env`` (not for a pool)
+        self._loop: object | None = current_loop()  # the event loop the session lives on (aio; None: sync)
+        self._lock = new_lock()  # one call at a time per instance (reset and tools): never SessionBusy
         type(self)._openenv.add(self)
 
     @property
@@ -229,12 +248,31 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         first ``reset`` connects this instance's session, waiting with backoff
         while the server is at capacity (up to ``capacity_timeout`` seconds).
 
+        The ``openenv.aio`` class: on the instance's event loop, ``reset`` gives
+        a coroutine as usual; in a worker thread of that loop (TRL's
+        ``AsyncGRPOTrainer`` calls it through ``loop.run_in_executor``), it runs
+        on the loop and returns the text.  The instance's loop is the one running
+        where it was created, or where ``env.reset`` was read, or where it was
+        first used.  Calls on one instance run one at a time.
+
         Raises:
             CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
             SessionBusy: (a class over a pool) every session of the pool stayed
                 checked out for ``capacity_timeout`` seconds.
             EnvClosed: the class was closed.
+            TypeError: (``openenv.aio``) called with no event loop to run on:
+                from plain code such as TRL's ``GRPOTrainer``, which needs the
+                ``openenv.sync`` class.
+            RuntimeError: (``openenv.aio``) the instance's session lives on
+                another event loop.
         """
+        self._check_loop()
+        async with self._lock:
+            return await self._reset_episode(kwargs)
+
+    reset = callable_from_threads(reset, core.NO_LOOP)
+
+    async def _reset_episode(self, kwargs: dict[str, Any]) -> str | None:
         shared = self._openenv
         shared.check_open()
         kept, dropped = core.filter_reset(kwargs, shared.reset_keys)
@@ -242,9 +280,24 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             shared.log_dropped(dropped)
         self.reward = 0.0
         self.done = False
-        result = await self._reset_session(kept)
+        try:
+            result = await self._reset_session(kept)
+        except ConnectError as exc:
+            recipe = shared.recipe
+            if recipe is None or recipe.origin_pid == shared.pid:
+                raise
+            unreachable = type(exc)(core.unpickled_unreachable_message(recipe.name, recipe.origin_pid, str(exc)))
+            unreachable.status = exc.status
+            raise unreachable from exc
         self._record(None, result.done)  # a reward reset reports is no step's: env.reward stays 0.0
         return core.reset_text(self._render_step(result))
+
+    def _check_loop(self) -> None:
+        """Bind the instance to the running event loop; refuse another loop while its session is open."""
+        loop = current_loop()
+        if loop is not self._loop and self._loop is not None and (self._env is not None or self._checkout is not None):
+            raise RuntimeError(core.other_loop_message(type(self).__name__))
+        self._loop = loop
 
     def _render_step(self, result: Any) -> str:
         render = self._openenv.render
@@ -373,7 +426,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         await self._close_session()
 
 
-def _get_reward(self):  # type: ignore[no-untyped-def]  # annotations set below (help() shows them)
+async def _get_reward(self):  # type: ignore[no-untyped-def]  # annotations set below (help() shows them)
     """The episode's reward (``self.reward``); TRL calls it once per finished rollout."""
     return self.reward
 
@@ -387,7 +440,9 @@ def _make_method(spec: core.MethodSpec, class_name: str) -> Callable[..., Any]:
     """One tool method: a closure with the tool's real signature, annotations and docstring."""
 
     async def method(self: TRLEnvironment, *args: Any, **kwargs: Any) -> str:
-        return await self._call_tool(spec, args, kwargs)
+        self._check_loop()
+        async with self._lock:  # a rollout's calls one at a time on its session: never SessionBusy
+            return await self._call_tool(spec, args, kwargs)
 
     method.__name__ = spec.name
     method.__qualname__ = f"{class_name}.{spec.name}"
@@ -556,6 +611,7 @@ async def environment_factory(
         ProviderError: the server could not be started.
     """
     check_options(options, "environment_factory")  # before any server starts
+    given = dict(options)  # as the caller gave them: a pickled class's recipe (headers for a Space are derived again)
     if reward not in ("sum", "last"):
         raise ValueError(f"reward must be 'sum' or 'last', not {reward!r}")
     if capacity_timeout is not None and capacity_timeout < 0:
@@ -664,4 +720,165 @@ async def environment_factory(
         namespace["get_reward"] = _get_reward
     for spec in specs:
         namespace[spec.name] = _make_method(spec, class_name)
-    return type(class_name, (TRLEnvironment,), namespace)
+    cls = type(class_name, (TRLEnvironment,), namespace)
+    action = schema.get("action") if isinstance(schema, dict) else None
+    shared.recipe = _Recipe(
+        name=class_name,
+        # a provider's server, or one on a fixed port, is reached where it is; any other target is derived again
+        target=target if isinstance(target, str) and (root is None or port is None) else base_url,
+        from_pool=pool is not None,
+        start_kwargs={
+            "use_docker": use_docker,
+            "tag": tag,
+            "registry": registry,
+            "env_vars": dict(env_vars) if env_vars is not None else None,
+            "command": list(command) if command is not None else None,
+            "ready_timeout": ready_timeout,
+        },
+        max_servers=max_servers,
+        options=given,
+        tools=tuple(tools),
+        action=action if isinstance(action, dict) else None,
+        reset_keys=shared.reset_keys,
+        reward=reward,
+        render=render,
+        raise_tool_errors=raise_tool_errors,
+        capacity_timeout=capacity_timeout,
+        get_reward=get_reward,
+    )
+    _remember(cls)
+    return cls
+
+
+# ------------------------------------------------------------------ pickling: a class travels as its recipe
+#
+# TRL's AsyncGRPOTrainer pickles environment_factory into a child process started with ``spawn``.  A
+# generated class pickles as the recipe it was made from (`_Recipe`: the target, the options, the facts
+# its server gave: tools, action schema, reset keywords), never as its servers or sessions.  Unpickled in
+# another process, it is rebuilt without any IO (`_rebuild`), and its first ``reset`` there reaches the
+# server as the original would have: a URL (and a provider's server, or one on a fixed ``port``) is
+# connected to where it is; a Docker image, a Space's image or a checkout gets servers of its own,
+# started in that process and stopped when its class closes or the process exits (the reaper removes them
+# after a SIGKILL).  The parent's servers stay the parent's.  Unpickled in the process that made it, it
+# is the same class.
+
+
+@dataclass(frozen=True, eq=False)
+class _Recipe:
+    """What it takes to build a generated class again in another process (pickled with it)."""
+
+    name: str
+    target: str
+    from_pool: bool
+    start_kwargs: dict[str, Any]
+    max_servers: int | None
+    options: dict[str, Any]
+    tools: tuple[Tool, ...]
+    action: dict[str, Any] | None
+    reset_keys: frozenset[str] | None
+    reward: str
+    render: Callable[[Any], str] | None
+    raise_tool_errors: bool
+    capacity_timeout: float | None
+    get_reward: bool
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    origin_pid: int = field(default_factory=os.getpid)
+
+
+#: the generated classes of this process, by recipe token: unpickling one here gives the class itself
+_CLASSES: weakref.WeakValueDictionary[str, type[TRLEnvironment]] = weakref.WeakValueDictionary()
+
+
+def _remember(cls: type[TRLEnvironment]) -> None:
+    recipe = cls._openenv.recipe
+    if recipe is not None:
+        _CLASSES[recipe.token] = cls
+
+
+def _reduce_class(cls: type) -> Any:
+    """``copyreg`` reducer of `_ToolsMeta`: a generated class pickles as ``_rebuild(recipe)``."""
+    shared = cls.__dict__.get("_openenv")
+    if not isinstance(shared, _Shared) or shared.recipe is None:
+        return cls.__qualname__  # TRLEnvironment itself, or a subclass defined in a module: by reference
+    recipe = shared.recipe
+    if recipe.from_pool:
+        raise TypeError(core.pool_pickle_message(cls.__name__))
+    if recipe.render is not None:
+        import pickle
+
+        try:
+            pickle.dumps(recipe.render)
+        except Exception as exc:
+            raise TypeError(core.render_pickle_message(cls.__name__, recipe.render, exc)) from exc
+    return _rebuild, (recipe,)
+
+
+copyreg.pickle(_ToolsMeta, _reduce_class)
+
+
+def _rebuild(recipe: _Recipe) -> type[TRLEnvironment]:
+    """The class ``recipe`` describes, in this process (no IO: servers start or connect on the first ``reset``)."""
+    known = _CLASSES.get(recipe.token)
+    if known is not None and known._openenv.pid == os.getpid():
+        return known  # made or already unpickled in this process
+    options: dict[str, Any] = dict(recipe.options)
+    kw = recipe.start_kwargs
+    where = classify_source(recipe.target, use_docker=kw["use_docker"], tag=kw["tag"], registry=kw["registry"])
+    if where.kind == "url":
+        base_url = where.target
+        options["headers"] = hosted_headers(base_url, options.get("headers"))
+        servers = ServerSet(Server(base_url, None))
+    else:
+        base_url = ""  # known once this process has started a server of it
+        servers = ServerSet(None, start=_starter(recipe.target, kw, options), max_servers=recipe.max_servers)
+    shared = _Shared(
+        name=recipe.name,
+        base_url=base_url,
+        servers=servers,
+        options=options,
+        reset_keys=recipe.reset_keys,
+        reward=recipe.reward,
+        render=recipe.render,
+        raise_tool_errors=recipe.raise_tool_errors,
+        capacity_timeout=recipe.capacity_timeout,
+    )
+    shared.recipe = recipe
+    tools = list(recipe.tools)
+    specs = core.plan_methods(tools)[0] if tools else [core.step_spec(recipe.action)]
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": recipe.name,
+        "__doc__": (
+            f"The OpenEnv environment {redact_url(recipe.target)} as a TRL environment (tools: "
+            f"{', '.join(spec.name for spec in specs)}), unpickled in process {os.getpid()}.\n\n"
+            f"Generated by environment_factory; see {TRLEnvironment.__name__} for reset, reward, done and close."
+        ),
+        "_openenv": shared,
+        "tools": tuple(tools),
+        "base_url": base_url,
+    }
+    if recipe.get_reward:
+        namespace["get_reward"] = _get_reward
+    for spec in specs:
+        namespace[spec.name] = _make_method(spec, recipe.name)
+    cls: type[TRLEnvironment] = type(recipe.name, (TRLEnvironment,), namespace)
+    _remember(cls)
+    return cls
+
+
+def _starter(source: str, kw: Mapping[str, Any], options: Mapping[str, Any]) -> Callable[[], Any]:
+    """Starts one server of ``source`` (a Docker image, a Space's image, a checkout) in this process."""
+
+    async def start_one() -> Env[Any, Any, Any]:
+        return await Env.from_env(
+            source,
+            use_docker=kw["use_docker"],
+            tag=kw["tag"],
+            registry=kw["registry"],
+            env_vars=kw["env_vars"],
+            command=kw["command"],
+            ready_timeout=kw["ready_timeout"],
+            **options,
+        )
+
+    return start_one

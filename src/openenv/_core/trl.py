@@ -44,6 +44,11 @@ __all__ = [
     "TEXT_FIELDS",
     "RESET_SEPARATOR",
     "EPISODE_OVER",
+    "NO_LOOP",
+    "other_loop_message",
+    "pool_pickle_message",
+    "render_pickle_message",
+    "unpickled_unreachable_message",
 ]
 
 #: Names the generated class uses itself (a tool with one of these names is renamed ``<name>_tool``).
@@ -676,3 +681,48 @@ def render_tool_result(result: Any) -> str:
     if getattr(result, "is_error", False):
         return f"Error: {text}" if text else "Error: the tool failed"
     return text or "(no output)"
+
+
+# ------------------------------------------------------------------ TRL's async trainer, pickling
+
+#: ``openenv.aio``'s ``reset`` called with no event loop to run on (TRL's ``GRPOTrainer`` does that)
+NO_LOOP = (
+    "this is the openenv.aio environment class: await its reset() on an event loop, or call it from a worker "
+    "thread of the loop that runs the instance (TRL's AsyncGRPOTrainer does). No event loop runs here: TRL's "
+    "GRPOTrainer calls reset() from plain code, so give it the class from openenv.sync.environment_factory(...)"
+)
+
+
+def other_loop_message(name: str) -> str:
+    """The error for an ``openenv.aio`` instance used on a second event loop while its session is open."""
+    return (
+        f"this {name} instance's session lives on another event loop: use each instance on one loop "
+        "(create one per loop), or close() it first (its next reset then opens a session on the new loop)"
+    )
+
+
+def pool_pickle_message(name: str) -> str:
+    """Why a class over an ``EnvPool`` does not pickle, and what to do instead."""
+    return (
+        f"{name} cannot be pickled: it checks sessions out of an EnvPool of this process. For a trainer that "
+        "pickles its environment class (TRL's AsyncGRPOTrainer), generate the class from the server's URL, "
+        "a Docker image or a checkout instead"
+    )
+
+
+def render_pickle_message(name: str, render: Any, error: BaseException) -> str:
+    """Why a class whose ``render=`` does not pickle cannot be pickled."""
+    return (
+        f"{name} cannot be pickled: its render={render!r} cannot ({error}); pass a function defined at the "
+        "top level of a module (not a lambda or a closure)"
+    )
+
+
+def unpickled_unreachable_message(name: str, origin_pid: int, error: str) -> str:
+    """The error of a class unpickled in another process whose server cannot be reached from there."""
+    return (
+        f"{error}. {name} was unpickled here from process {origin_pid}: it reaches the same server URL, which "
+        "must be reachable from this process (a server on 127.0.0.1 is reachable only on the same machine) and "
+        "still running (the parent's class must stay open). Or generate the class from a Docker image or a "
+        "checkout: each process then starts its own servers"
+    )

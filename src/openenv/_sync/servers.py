@@ -42,17 +42,18 @@ class ServerSet:
     """The servers of one generated class, and the sessions the instances hold on each.
 
     Args:
-        first: the server the class was generated from.
+        first: the server the class was generated from (``None``: none yet; the
+            first `acquire` starts one: a class unpickled in another process).
         start: returns a new connected ``Env`` owning a new server (``None``:
             the target cannot be started again, such as a URL).
         max_servers: the cap on servers (``None``: no cap).
     """
 
     def __init__(
-        self, first: Server, *, start: Callable[[], Any] | None = None, max_servers: int | None = None
+        self, first: Server | None, *, start: Callable[[], Any] | None = None, max_servers: int | None = None
     ) -> None:
         self._lock = threading.Lock()
-        self.servers: list[Server] = [first]
+        self.servers: list[Server] = [first] if first is not None else []
         self.limit: int | None = None  # sessions per server, once a server said so
         self._start = start
         self._cap = max_servers if start is not None else 1
