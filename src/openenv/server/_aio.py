@@ -11,7 +11,10 @@ methods, OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) run
 on the loop, with no thread hop. A blocking environment gets a worker thread
 per session (`_Worker`), made with the session and joined when it ends, so one
 slow ``step`` stalls only its own session while the loop keeps answering pings
-and the other sessions.
+and the other sessions. The HTTP routes that may build a blocking environment
+(``GET /state``; ``/metadata`` and ``/schema`` of a factory that is not a class:
+`EnvProtocol.get_may_block`) are answered on a thread of the loop's default
+executor, never on the loop.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.http11 import Request
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
-from ._wscompat import install_request_parser
+from ._wscompat import install_request_parser, method_of
 from .protocol import Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -233,7 +237,7 @@ class AsyncioTransport:
                 self._handler,
                 owner.host,
                 owner.port,
-                process_request=owner._process_request,
+                process_request=self._process_request,
                 create_connection=_make_connection_class(owner, self),
                 open_timeout=owner._handshake_timeout,
                 max_size=owner._max_message_size,
@@ -262,6 +266,26 @@ class AsyncioTransport:
         if closers:
             await asyncio.wait(closers)
         await server.wait_closed()
+
+    # ------------------------------------------------------------- HTTP
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Any:
+        """websockets' hook: `EnvServer._process_request`, off the loop for a route that may block.
+
+        ``GET /state`` (and ``/metadata``, ``/schema`` of a factory that is not
+        a class) may build an environment: on a worker thread, like a blocking
+        session's calls, so the loop keeps serving every other connection.
+        """
+        owner = self._owner
+        path = request.path.split("?", 1)[0]
+        if (
+            method_of(request) == "GET"
+            and "websocket" not in request.headers.get("Upgrade", "").lower()
+            and owner._protocol.get_may_block(path)
+        ):
+            loop = asyncio.get_running_loop()
+            return loop.run_in_executor(None, owner._process_request, connection, request)
+        return owner._process_request(connection, request)
 
     # ------------------------------------------------------------- sessions
 
