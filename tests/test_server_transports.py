@@ -335,8 +335,12 @@ class SlowStartEnv(_Where):
 
 
 #: (method, path, body): every route that may build an environment.  The embedded server serves only the GETs.
-_GETS = [("GET", "/state", None), ("GET", "/metadata", None), ("GET", "/schema", None)]
-_POSTS = [
+_GETS: list[tuple[str, str, bytes | None]] = [
+    ("GET", "/state", None),
+    ("GET", "/metadata", None),
+    ("GET", "/schema", None),
+]
+_POSTS: list[tuple[str, str, bytes | None]] = [
     ("POST", "/reset", b"{}"),
     ("POST", "/step", b'{"action": {"message": "x"}}'),
     ("POST", "/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'),

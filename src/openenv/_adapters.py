@@ -25,13 +25,13 @@ from ._core.errors import (
     error_from_frame,
 )
 from ._core.frames import describe_close
-from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, scrub, tls_hint
+from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, redact_logger, scrub, tls_hint
 from ._core.urls import Endpoints, redact_url
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["connect_kwargs", "ws_logger", "connect_error", "closed_error", "http_error", "httpx_error"]
+__all__ = ["connect_kwargs", "ws_logger", "http_logger", "connect_error", "closed_error", "http_error", "httpx_error"]
 
 
 def ws_logger() -> logging.Logger:
@@ -39,6 +39,13 @@ def ws_logger() -> logging.Logger:
     if not any(isinstance(f, RedactHeaders) for f in WS_LOGGER.filters):
         WS_LOGGER.addFilter(RedactHeaders())
     return WS_LOGGER
+
+
+def http_logger() -> logging.Logger:
+    """httpx's logger, with a filter that hides URL credentials and query values in its lines (added once)."""
+    import logging
+
+    return redact_logger(logging.getLogger("httpx"))
 
 
 def connect_kwargs(options: ClientOptions, endpoints: Endpoints) -> dict[str, Any]:
@@ -56,7 +63,7 @@ def http_error(exc: BaseException, url: str, options: ClientOptions) -> Exceptio
         return ConnectError(tls_hint(shown, exc))
     error = httpx_error(exc, shown)
     text = str(error)
-    clean = scrub(text, options.headers.values())
+    clean = scrub(text, options.secrets(url))
     return error if clean == text else type(error)(clean)
 
 

@@ -38,7 +38,7 @@ from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
-from ._wscompat import install_request_parser, method_of
+from ._wscompat import install_request_parser, method_of, server_logger
 from .protocol import Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -244,6 +244,7 @@ class AsyncioTransport:
                 ping_interval=owner._ping_interval,
                 ping_timeout=owner._ping_timeout,
                 ssl=owner._ssl,
+                logger=server_logger(),
             )
         except BaseException as exc:
             bound.set_exception(exc)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -46,6 +47,8 @@ from websockets.protocol import Protocol
 from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 
+from openenv._core.options import redact_logger
+
 __all__ = [
     "BodyResponse",
     "install_request_parser",
@@ -53,6 +56,7 @@ __all__ = [
     "SYNC_SHUTDOWN_CLOSES",
     "DRAIN_LIMIT",
     "drop",
+    "server_logger",
 ]
 
 #: Makes the answer to a request with a body: ``(request, too_large) -> Response``.
@@ -66,6 +70,16 @@ DRAIN_LIMIT = 64 * 1024
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
 #: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
 SYNC_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
+
+
+def server_logger() -> logging.Logger:
+    """websockets' server logger (``websockets.server``), given to both transports' ``serve``.
+
+    With a `RedactSecrets` filter: its DEBUG handshake lines show neither a
+    client's header values (``< authorization: <hidden>``) nor query values
+    (``< GET /ws?token=*** HTTP/1.1``).
+    """
+    return redact_logger(logging.getLogger("websockets.server"))
 
 
 def drop(connection: ServerConnection) -> None:

@@ -107,7 +107,7 @@ from ._aio import AsyncioTransport
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
 from ._wire import step_result
-from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of
+from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of, server_logger
 from .protocol import EnvFactory, EnvProtocol, Session
 
 __all__ = [
@@ -448,6 +448,7 @@ class EnvServer:
                 ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout,
                 ssl=self._ssl,
+                logger=server_logger(),
             )
             self._port = server.socket.getsockname()[1]
             thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)

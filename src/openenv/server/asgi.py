@@ -88,6 +88,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from openenv._core.options import redact_logger
+
 from . import _http
 from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
@@ -489,7 +491,12 @@ def uvicorn_config(
         raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
     kwargs.setdefault("ws", _read_ahead_ws())  # websockets-sansio: the legacy implementation is deprecated
     http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
-    return uvicorn.Config(app, host=host, port=port, http=http, **kwargs)
+    config = uvicorn.Config(app, host=host, port=port, http=http, **kwargs)  # configures uvicorn's loggers
+    # its access lines show paths with their query (/ws?token=...), and websockets-sansio logs every request
+    # header at DEBUG on uvicorn.error: both with values hidden (after Config, which set the loggers up)
+    for name in ("uvicorn.error", "uvicorn.access"):
+        redact_logger(logging.getLogger(name))
+    return config
 
 
 #: Messages waiting for the app after which a ``/ws`` connection's socket is no longer read (uvicorn: 1).
