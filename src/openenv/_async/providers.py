@@ -421,7 +421,7 @@ class ProcessProvider(ServerProvider):
             tail = _process.output_tail(child)
             raise ProviderError(
                 f"the server process {os.path.basename(child.command[0])!r} exited with code "
-                f"{child.exit_code()} during start" + (f"; last output lines:\n{tail}" if tail else "")
+                f"{child.exit_code()}" + (f"; last output lines:\n{tail}" if tail else "")
             )
 
     async def logs(self) -> str:

@@ -30,7 +30,16 @@ from .._blocking.retry import Deadline, backoff
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import mcp
 from .._core import trl as core
-from .._core.errors import CapacityReached, EnvClosed, ExecutionError, ServerValidationError, SessionBusy, ToolError
+from .._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    ExecutionError,
+    ServerValidationError,
+    SessionBusy,
+    SessionLost,
+    ToolError,
+)
 from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
 from .._core.urls import redact_url
@@ -227,9 +236,15 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         dropped, with one log line per class (logger ``openenv.trl``).  The
         first ``reset`` connects this instance's session, waiting with backoff
         while the server is at capacity (up to ``capacity_timeout`` seconds).
+        When the class started the servers (a Docker image, a checkout, a
+        provider) and this instance's server died, the dead one is stopped and
+        dropped, and ``reset`` starts another (within ``max_servers``); a
+        tool call that meets the dead server raises ``SessionLost`` saying so.
 
         Raises:
             CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
+            ConnectError: the class's only server died and it cannot start
+                another (a provider or a fixed ``port``).
             SessionBusy: (a class over a pool) every session of the pool stayed
                 checked out for ``capacity_timeout`` seconds.
             EnvClosed: the class was closed.
@@ -299,6 +314,30 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 if deadline.expired:
                     raise CapacityReached(self._still_full(exc), exc.code, exc.details) from None
                 sleep(deadline.cap(next(delays)))
+            except (ConnectError, SessionLost):
+                reason = self._drop_dead_server()
+                if reason is None:
+                    raise
+                logger.warning("%s: the server of an instance died (%s); starting another", shared.name, reason)
+
+    def _drop_dead_server(self) -> str | None:
+        """After a failed connection: why this instance's server died (then the instance lets go of it), else ``None``.
+
+        The class drops and stops the dead server (`ServerSet.dead`), so the
+        next ``reset`` gets another within ``max_servers``.
+        """
+        server = self._server
+        if server is None:
+            return None
+        shared = self._openenv
+        reason = shared.servers.dead(server)
+        if reason is None:
+            return None
+        env, self._env, self._server = self._env, None, None
+        shared.servers.release(server)
+        if env is not None:
+            env.close()
+        return reason
 
     def _still_full(self, exc: CapacityReached | None) -> str:
         shared = self._openenv
@@ -340,6 +379,14 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
+        except (SessionLost, ConnectError) as exc:
+            reason = self._drop_dead_server()
+            if reason is None:
+                raise
+            raise SessionLost(
+                f"the server of this {type(self).__name__} instance died, and its episode with it; the next "
+                f"reset() starts a new server. {reason}"
+            ) from exc
         self._record(outcome.reward, outcome.done)
         if outcome.is_error and shared.raise_tool_errors:
             raise ToolError(
