@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from openenv.aio import CapacityReached, EnvPool, SessionLost, environment_factory
+from openenv.aio import CapacityReached, ConnectError, Env, EnvPool, PoolError, SessionLost, environment_factory
 
 from ..envs import BOOT, IN_TIME
 from ..helpers_async import until
@@ -293,3 +293,35 @@ async def test_environment_factory_replaces_a_server_that_died(tmp_path: Path, m
         assert len(servers.servers) == 2
     finally:
         await cls.close()
+
+
+async def test_a_pool_says_replace_when_a_server_it_started_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 32: reset() would only reach the dead address again; replace(i) starts a new server
+    checkout = _checkout(tmp_path, monkeypatch)
+    async with await EnvPool.from_env(checkout, size=2, ready_timeout=60) as pool:
+        await pool.reset()
+        dead: Any = pool.providers[0]
+        os.kill(dead._child.pid, signal.SIGKILL)
+        with pytest.raises(PoolError) as info:
+            await pool.step([{"message": "a"}, {"message": "b"}])
+        error = info.value.errors[0]
+        assert isinstance(error, SessionLost) and "pool.replace(0) starts a new server" in str(error)
+        assert "code -9" in str(error) and info.value.results[1] is not None  # the other session went on
+        assert "ready" in str((await pool.replace(0)).observation)
+        assert pool.providers[0] is not dead
+
+
+async def test_a_client_whose_own_server_died_says_reset_cannot_help(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, monkeypatch)
+    async with await Env.from_env(checkout, ready_timeout=60) as env:
+        await env.reset()
+        provider: Any = env.provider
+        os.kill(provider._child.pid, signal.SIGKILL)
+        with pytest.raises(SessionLost, match=r"(?s)server this client started died.*reset\(\) cannot bring it back"):
+            await env.step({"message": "lost"})
+        with pytest.raises(ConnectError, match=r"(?s)reset\(\) cannot bring it back.*code -9"):
+            await env.reset()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._core import servers as core
-from .._core.errors import CapacityReached, ConnectError, EnvClosed, ProviderError
+from .._core.errors import CapacityReached, ConnectError, EnvClosed
 from .._core.urls import redact_url
-from .._shim_async import sleep
 from .env import Env
+from .liveness import death_of
 
 __all__ = ["Server", "ServerSet"]
 
@@ -136,20 +136,9 @@ class ServerSet:
         not start (a URL), or whose provider has no ``check()``, is never known dead.
         """
         root = server.root
-        provider = None if root is None else root.provider
-        check = getattr(provider, "check", None)  # ServerProvider's: a Provider need not know
-        if root is None or check is None:
+        if root is None:
             return None
-        reason: str | None = None
-        # the client may see the connection drop a moment before the process can be reaped
-        for delay in (0.0, 0.05, 0.1, 0.2, 0.4):
-            if delay:
-                await sleep(delay)
-            try:
-                await check()
-            except ProviderError as exc:
-                reason = str(exc)
-                break
+        reason = await death_of(root.provider)
         if reason is None:
             return None
         with self._lock:

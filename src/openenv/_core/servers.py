@@ -36,6 +36,7 @@ __all__ = [
     "limit_from",
     "overcommitted",
     "overcommitted_message",
+    "dead_server_message",
 ]
 
 #: ``environment_factory``'s default cap on the servers it starts for one class
@@ -139,3 +140,21 @@ def overcommitted_message(sessions: int, servers: int, limit: int, cap: int | No
         f"{-(-sessions // servers)} on each: pass max_servers={needed} (or more), use fewer sessions, "
         "or raise the server's MAX_CONCURRENT_ENVS"
     )
+
+
+def dead_server_message(reason: str, *, replaced_by: str) -> str:
+    """What to do when the server a client started died (``reason``: what its provider said).
+
+    ``replaced_by`` says what brings a new server: ``"the next reset()"``
+    (``environment_factory``), ``"pool.replace(i)"`` (a pool), or
+    ``"a new client"`` (an ``Env`` that owns its server, where ``reset()``
+    would only reach the dead address again).
+    """
+    if replaced_by == "a new client":
+        advice = (
+            "reset() cannot bring it back: close this client and start a new one (EnvPool(..., "
+            "on_failure='replace') and environment_factory replace a dead server themselves)"
+        )
+    else:
+        advice = f"{replaced_by} starts a new server"
+    return f"the server this client started died, and its episode with it; {advice}. {reason}"

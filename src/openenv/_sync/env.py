@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -13,6 +13,7 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
+from .._core.errors import ConnectError, OpenEnvError, SessionLost
 from .._core.guard import InFlight
 from .._core.mcp import McpState
 from .._core.options import (
@@ -24,10 +25,12 @@ from .._core.options import (
     check_options,
     check_timeout,
 )
+from .._core.servers import dead_server_message
 from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import Request, _Connection
+from .liveness import death_of
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 from .tools import _Tools
@@ -486,6 +489,26 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         return cls.from_env(target, codec="schema", **kwargs)
 
     # -- the protocol ----------------------------------------------------------
+
+    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
+        # a failed connection to a server this client started: say so when it died, since reset() cannot help
+        try:
+            return super()._request(kind, frame, parse)
+        except (ConnectError, SessionLost) as exc:
+            gone = self._server_gone(exc)
+            if gone is None:
+                raise
+            raise gone from exc
+
+    def _server_gone(self, exc: ConnectError | SessionLost) -> OpenEnvError | None:
+        """The error to raise instead of ``exc`` when the server this client started has died, else ``None``."""
+        if self._provider is None:
+            return None
+        reason = death_of(self._provider)
+        if reason is None:
+            return None
+        message = dead_server_message(reason, replaced_by="a new client")
+        return SessionLost(message) if isinstance(exc, SessionLost) else ConnectError(message)
 
     def reset(self, **kwargs: Any) -> StepResult[ObsT]:
         """Start a new episode; ``kwargs`` (``seed``, ``episode_id``, ...) go to the environment's ``reset``.
