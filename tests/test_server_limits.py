@@ -50,8 +50,8 @@ def serve(asgi_server_factory: Any) -> Iterator[Callable[..., Any]]:
     """``serve(transport, factory, **kwargs)``: a server of either transport (both take the limit arguments)."""
     started: list[EnvServer] = []
 
-    def start(transport: str, factory: Any = CounterEnv, **kwargs: Any) -> Any:
-        if transport == "asgi":
+    def start(kind: str, factory: Any = CounterEnv, **kwargs: Any) -> Any:
+        if kind == "asgi":
             return asgi_server_factory(factory, **kwargs)
         server = EnvServer(factory, port=0, **kwargs).start()
         started.append(server)
@@ -360,3 +360,25 @@ def test_serve_asgi_honours_max_pending_and_refuses_a_bad_one() -> None:
         proc.wait(30)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
+def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, transport: str) -> None:
+    # issue 32: the ASGI app took any number (100,000 one-byte fragments stalled its loop); every transport
+    # now closes with 1009 "too many fragments" past websockets' cap (4096), and the server stays up
+    from websockets.exceptions import ConnectionClosed
+
+    kind = "asgi" if transport == "asgi" else "embedded"
+    extra = {} if transport == "asgi" else {"transport": transport}
+    server = serve(kind, CounterEnv, max_sessions=2, **extra)  # the next client's slot: the first may still hold its
+    with connect(server.ws_url, open_timeout=IN_TIME, compression=None) as conn:
+        with pytest.raises(ConnectionClosed) as info:
+            conn.send(iter(['{"type": "reset"', *([" "] * 10_000), "}"]))  # one text message of 10,002 frames
+            conn.recv(timeout=30)
+        assert info.value.rcvd is not None and (info.value.rcvd.code, info.value.rcvd.reason) == (
+            1009,
+            "too many fragments",
+        )
+    with connect(server.ws_url, open_timeout=IN_TIME) as conn:  # the next client is served
+        conn.send('{"type": "reset"}')
+        assert json.loads(conn.recv(timeout=30))["type"] == "observation"

@@ -9,6 +9,7 @@ import logging
 import math
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from openenv.sync import (
     SessionLost,
 )
 
-from ..envs import CounterEnv
+from ..envs import IN_TIME, CounterEnv
 from ..helpers_sync import close_from_another_thread, run_in_thread
 
 
@@ -450,3 +451,21 @@ def test_bad_verify_values_are_refused(counter_server: Any, tmp_path: Path) -> N
         Env(counter_server.url, verify=str(tmp_path / "missing.pem"))
     with pytest.raises(InvalidOption, match="verify must be"):
         Env(counter_server.url, verify=1.5)  # type: ignore[arg-type]
+
+
+# -- close() is bounded by the client's own timeouts (issue 32) -------------------------------------
+
+
+def test_close_against_a_silent_server_takes_no_longer_than_message_timeout(counter_server: Any) -> None:
+    from ..faultproxy import FaultProxy
+
+    proxy = FaultProxy(counter_server.port)
+    try:
+        env = Env(proxy.url, message_timeout=1.0)
+        env.reset()
+        proxy.blackhole = True  # the close frame and everything after it: never answered
+        started = time.monotonic()
+        env.close()
+        assert time.monotonic() - started < IN_TIME  # it was a fixed 5 s
+    finally:
+        proxy.close()

@@ -31,12 +31,16 @@ __all__ = [
     "check_verify",
     "check_options",
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "CLOSE_TIMEOUT",
     "DEFAULTS",
     "READY_TIMEOUT",
     "HARMLESS_HEADERS",
 ]
 
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+
+#: Seconds ``close()`` waits at most for the server's closing handshake (less with a shorter ``message_timeout``).
+CLOSE_TIMEOUT = 5.0
 
 #: How to check the server's TLS certificate (httpx's convention): ``True``
 #: (the default trust store), a CA bundle file or directory, an
@@ -314,6 +318,18 @@ class ClientOptions:
             read_timeout=self.message_timeout,
         )
 
+    @property
+    def close_timeout(self) -> float:
+        """Seconds ``close()`` waits for the closing handshake: `CLOSE_TIMEOUT`, or a shorter ``message_timeout``.
+
+        A server that does not answer the close frame (hung, or behind a
+        black-holing network) costs a ``close()`` no more than the client's own
+        reply deadline.
+        """
+        if self.message_timeout is None:
+            return CLOSE_TIMEOUT
+        return min(CLOSE_TIMEOUT, self.message_timeout)
+
     def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""
         kwargs: dict[str, Any] = {
@@ -322,7 +338,7 @@ class ClientOptions:
             "ping_interval": self.ping_interval,
             "ping_timeout": self.ping_timeout,
             "compression": "deflate" if self.compress(endpoints) else None,
-            "close_timeout": 5.0,
+            "close_timeout": self.close_timeout,
             "user_agent_header": "openenv-twin (websockets)",
             "logger": WS_LOGGER,
         }

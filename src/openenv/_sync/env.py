@@ -215,7 +215,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         """End the session, the sessions of [`new_session()`][openenv.sync.Env.new_session] and what the client started.
 
         Idempotent.  A call in flight on another task or thread fails with
-        [`SessionLost`][openenv.sync.SessionLost].
+        [`SessionLost`][openenv.sync.SessionLost].  It waits for the server's
+        closing handshake at most ``message_timeout`` seconds, and never more
+        than 5 s: a server that does not answer (hung, or unreachable) is then
+        dropped.
         """
         if self._session.closed:
             return

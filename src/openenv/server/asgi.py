@@ -33,6 +33,9 @@ Served (the protocol logic is `openenv.server.protocol`, shared with
 
 Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
 
+* a ``/ws`` message of more than 4096 frames (websockets' ``MAX_FRAGMENTS``)
+  closes the connection with ``1009`` "too many fragments", as the embedded
+  server does (under [`uvicorn_config()`][openenv.server.asgi.uvicorn_config]);
 * a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
   connection is closed: at once, unread, when its ``Content-Length`` says so;
   a chunked body is read up to the limit and no further;
@@ -503,6 +506,19 @@ def uvicorn_config(
 _READ_AHEAD = 2
 
 
+def _max_fragments() -> int:
+    """The most frames of one message the embedded server takes (websockets' ``MAX_FRAGMENTS``, 4096)."""
+    try:
+        from websockets.asyncio.messages import MAX_FRAGMENTS
+    except ImportError:  # a websockets without the cap
+        return 4096
+    return int(MAX_FRAGMENTS)
+
+
+#: ``/ws`` messages of more frames than this close the connection with ``1009`` "too many fragments".
+_MAX_FRAGMENTS = _max_fragments()
+
+
 def _read_ahead_ws() -> type[asyncio.Protocol] | str:
     """uvicorn's websockets-sansio protocol, pausing the socket's reading only ``_READ_AHEAD`` messages ahead.
 
@@ -521,6 +537,21 @@ def _read_ahead_ws() -> type[asyncio.Protocol] | str:
 
     class ReadAheadWebSockets(base):  # type: ignore[misc]
         read_paused: bool  # uvicorn's: whether it paused the socket's reading
+        frames: list[bytes]  # uvicorn's: the fragments of the message being received
+        _too_many = False
+
+        def handle_cont(self, event: Any) -> None:
+            # the embedded server's cap (websockets' MAX_FRAGMENTS): uvicorn gathers any number of fragments,
+            # and 100,000 one-byte ones stalled its loop for a third of a second
+            if self._too_many:
+                return
+            if len(self.frames) >= _MAX_FRAGMENTS:
+                self._too_many = True
+                self.frames = []
+                self.conn.fail(1009, "too many fragments")
+                self.handle_parser_exception()  # uvicorn's: tells the app, flushes the close, drops the socket
+                return
+            super().handle_cont(event)
 
         def send_receive_event_to_app(self) -> None:
             paused = self.read_paused
