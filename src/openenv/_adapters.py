@@ -150,6 +150,12 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         refused.status = status
         return refused
     if isinstance(exc, InvalidHandshake):
+        dropped = _dropped_in_handshake(exc)
+        if dropped is not None:  # no HTTP answer at all: a server that is overloaded or going away, not a stranger
+            return ConnectError(
+                f"the server at {url} closed the connection before answering the WebSocket upgrade ({dropped}); "
+                "it may be overloaded (too many connections opening at once) or restarting: retry later"
+            )
         return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
     if isinstance(exc, ConnectionRefusedError):
         return ConnectError(f"connection refused by {url}; is the server running?")
@@ -165,6 +171,16 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
     if isinstance(exc, ConnectionClosed):
         return ConnectError(f"the server at {url} closed the connection during the handshake")
     return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
+
+
+def _dropped_in_handshake(exc: BaseException) -> str | None:
+    """What ended a handshake that got no HTTP answer (an EOF, a reset), or ``None`` for any other failure."""
+    for cause in _causes(exc)[1:]:
+        if isinstance(cause, EOFError):
+            return "end of stream"
+        if isinstance(cause, ConnectionError):
+            return type(cause).__name__
+    return None
 
 
 def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:

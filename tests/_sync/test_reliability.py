@@ -469,3 +469,31 @@ def test_close_against_a_silent_server_takes_no_longer_than_message_timeout(coun
         assert time.monotonic() - started < IN_TIME  # it was a fixed 5 s
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_connection_dropped_during_the_handshake_is_not_called_a_stranger(how: str) -> None:
+    # issue 32: no HTTP answer at all (an overloaded or stopping server) said "is this an OpenEnv server?"
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def drop() -> None:
+        sock, _ = listener.accept()
+        sock.recv(65536)  # the upgrade request, unanswered
+        if how == "reset":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ConnectError) as info:
+            Env(f"http://127.0.0.1:{port}").connect()
+    finally:
+        thread.join(30)
+        listener.close()
+    assert "closed the connection before answering the WebSocket upgrade" in str(info.value)
+    assert "is this an OpenEnv server" not in str(info.value)

@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import CapacityReached, ConnectError, OpenEnvError, PoolError, SessionBusy, SessionLost
 from .result import StepResult
-from .servers import limit_from, overcommitted, overcommitted_message
+from .servers import RAISE_SESSION_LIMIT, limit_from, overcommitted, overcommitted_message
 
 __all__ = [
     "Completed",
@@ -613,7 +613,7 @@ class CapacityRetry:
         if isinstance(error, CapacityReached):
             return CapacityReached(
                 f"{error.message}; the server was still full after waiting capacity_timeout={timeout} s with "
-                "backoff. Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS",
+                f"backoff. Use fewer sessions, close others, or {RAISE_SESSION_LIMIT}",
                 error.code,
                 error.details,
             )
@@ -644,7 +644,7 @@ def overcommit_error(
         message = (
             f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
             f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
-            "or raise the server's MAX_CONCURRENT_ENVS"
+            f"or {RAISE_SESSION_LIMIT}"
         )
     return CapacityReached(f"{error.message}; {message}", error.code, error.details)
 

@@ -37,7 +37,14 @@ __all__ = [
     "overcommitted",
     "overcommitted_message",
     "dead_server_message",
+    "RAISE_SESSION_LIMIT",
 ]
+
+#: The advice for a server that holds too few sessions, true for ours and OpenEnv's servers alike
+RAISE_SESSION_LIMIT: Final = (
+    "raise the server's session limit (MAX_CONCURRENT_ENVS for OpenEnv's servers, "
+    "--max-sessions for python -m openenv serve)"
+)
 
 #: ``environment_factory``'s default cap on the servers it starts for one class
 DEFAULT_MAX_SERVERS: Final = 8
@@ -138,7 +145,7 @@ def overcommitted_message(sessions: int, servers: int, limit: int, cap: int | No
     return (
         f"the server holds {limit} session(s) and {sessions} sessions on {servers} server(s){capped} put "
         f"{-(-sessions // servers)} on each: pass max_servers={needed} (or more), use fewer sessions, "
-        "or raise the server's MAX_CONCURRENT_ENVS"
+        f"or {RAISE_SESSION_LIMIT}"
     )
 
 

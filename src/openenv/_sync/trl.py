@@ -41,7 +41,7 @@ from .._core.errors import (
     ToolError,
 )
 from .._core.options import EnvOptions, check_options
-from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
+from .._core.servers import DEFAULT_MAX_SERVERS, RAISE_SESSION_LIMIT, check_max_servers
 from .._core.urls import redact_url
 from .._shim_sync import run_to_completion, sleep
 from .env import Env
@@ -346,7 +346,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         more = f"raise max_servers (now {servers.cap}), " if servers.grows else ""
         return (
             f"{where}still full after {shared.capacity_timeout} s of retrying. Run fewer instances at once, "
-            f"{more}raise the server's MAX_CONCURRENT_ENVS (the servers must hold the generation batch size)"
+            f"{more}or {RAISE_SESSION_LIMIT}: the servers must hold the generation batch size"
         )
 
     def _call_tool(self, spec: core.MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:

@@ -64,9 +64,9 @@ Differences from the reference server
   socket (and two threads on the threading transport) until its handshake (or
   HTTP request) completes, within ``handshake_timeout`` (10 s). Beyond
   ``max_pending`` (64, or twice ``max_sessions`` if larger) such connections,
-  new ones are answered ``503`` and closed: after skipping the request's headers
-  on the asyncio transport, without reading them on the threading one (whose
-  client may see a reset instead). A flood of slow connections cannot exhaust
+  new ones are answered ``503`` and closed, after skipping the request's headers
+  (up to 8 KiB, within 3 s) on every transport, so that the client reads the
+  503 rather than a reset. A flood of slow connections cannot exhaust
   threads or descriptors. Open sessions are bounded by ``max_sessions``.
 * **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
   observation or state holding ``NaN``/``Infinity`` gives an
@@ -88,6 +88,7 @@ import signal
 import socket
 import ssl as _ssl
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Literal
@@ -102,6 +103,7 @@ from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
 from . import _http
+from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
 from ._aio import OVERLOADED as _OVERLOADED
 from ._aio import AsyncioTransport
 from ._http import WS_PATH as _WS_PATH
@@ -223,12 +225,32 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
 
 
 def _refuse_now(sock: socket.socket) -> None:
-    """Answer ``503`` without reading the request, and close (never blocks)."""
+    """Skip the request head, answer ``503`` with a half-close, and wait a moment for the client's EOF.
+
+    As the asyncio transport refuses (`openenv.server._aio`): a socket closed
+    with the client's request unread ends in a reset, which the client may
+    read before the 503 ("closed the connection during the handshake", which a
+    pool does not retry).  In the connection's own thread, each step bounded by
+    the linger (3 s); the caller closes the socket.
+    """
+    deadline = time.monotonic() + _REFUSED_LINGER
     try:
-        sock.setblocking(False)
-        sock.send(_OVERLOADED)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < _REFUSED_SKIP:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head = (head + chunk)[-_REFUSED_SKIP:]
+        sock.settimeout(_REFUSED_LINGER)
+        sock.sendall(_OVERLOADED)
         sock.shutdown(socket.SHUT_WR)
-    except OSError:
+        end = time.monotonic() + _REFUSED_LINGER
+        while time.monotonic() < end:  # the client reads the answer, then closes: its EOF
+            sock.settimeout(max(end - time.monotonic(), 0.001))
+            if not sock.recv(4096):
+                break
+    except OSError:  # a timeout, a reset: the client is gone or too slow
         pass
 
 
@@ -277,8 +299,8 @@ class EnvServer:
         max_pending: the most TCP connections whose opening handshake (or
             plain HTTP request) is still in progress; each costs a socket (and,
             on the threading transport, two threads). Connections beyond it
-            are answered ``503`` at once, without reading the request, and
-            closed. Default (``None``): 64, or twice ``max_sessions`` when that
+            are answered ``503`` (once their request head is read, so that
+            the client gets the answer, not a reset) and closed. Default (``None``): 64, or twice ``max_sessions`` when that
             is larger, so that a pool can open all its sessions at once.
         handshake_timeout: seconds a connection may take to send its HTTP
             request and complete the handshake (``None``: no limit).

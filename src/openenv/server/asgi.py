@@ -94,6 +94,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from openenv._core.options import redact_logger
 
 from . import _http
+from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
 from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
 from ._idle import IdleTimer, settle
@@ -603,20 +604,52 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
     class LimitedHttp(base):  # type: ignore[valid-type, misc]
         _timer: asyncio.TimerHandle | None = None
         _refused = False
+        _skipped: bytes | None = b""  # a refused connection's request head so far; None once answered
+        _drop: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if len(waiting) >= max_pending:
+                # Refused as the embedded asyncio server does: the request head is skipped (up to 8 KiB, within
+                # the linger; never parsed), then answered 503 with a half-close, so that the client reads the
+                # 503 as the answer to its request rather than a reset (its unread request made close() an RST)
                 logger.warning("refusing a connection: %d connections already waiting for a request", max_pending)
                 self._refused = True
-                assert isinstance(transport, asyncio.Transport)
-                transport.write(_OVERLOADED)
-                transport.close()
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
                 return
             self._wait()
 
+        def _refuse(self) -> None:
+            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
+            transport = self.transport
+            if self._skipped is None:
+                transport.abort()  # the linger ran out after the answer
+                return
+            self._skipped = None
+            if self._drop is not None:
+                self._drop.cancel()
+            try:
+                transport.write(_OVERLOADED)
+                if transport.can_write_eof():
+                    transport.write_eof()
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, transport.abort)
+            except (OSError, RuntimeError):
+                transport.abort()
+
+        def eof_received(self) -> bool | None:
+            if self._refused:
+                if self._skipped is not None:
+                    self._refuse()
+                self.transport.close()  # after flushing the answer
+                return True
+            return super().eof_received()  # type: ignore[no-any-return]
+
         def data_received(self, data: bytes) -> None:
             if self._refused:
+                if self._skipped is not None:
+                    self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
+                    if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
+                        self._refuse()
                 return
             super().data_received(data)
             transport = self.transport
@@ -631,6 +664,8 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
                 self._wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._drop is not None:
+                self._drop.cancel()
             self._done()
             super().connection_lost(exc)
 
