@@ -389,3 +389,26 @@ def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, trans
     with connect(server.ws_url, open_timeout=IN_TIME) as conn:  # the next client is served
         conn.send('{"type": "reset"}')
         assert json.loads(conn.recv(timeout=30))["type"] == "observation"
+
+
+def _listen_backlog(port: int) -> int:
+    """The backlog of the socket listening on 127.0.0.1:``port`` (``ss``: a listener's Send-Q)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("ss") is None:
+        pytest.skip("needs ss (iproute2) to read a listener's backlog")
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    return int(out.split()[2])
+
+
+@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
+def test_every_transport_listens_with_a_backlog_that_absorbs_a_burst(serve: Any, transport: str) -> None:
+    # issue 32: the asyncio transport listened with websockets' 100 (500 connects at once: 150 waited for a
+    # SYN retransmit), the threading one with 128; uvicorn's 2,048 is the anchor, and it is configurable
+    if transport == "asgi":
+        server = serve("asgi")  # uvicorn_config: uvicorn's own default
+        assert _listen_backlog(server.port) == 2048
+        return
+    assert _listen_backlog(serve("embedded", transport=transport).port) == 2048
+    assert _listen_backlog(serve("embedded", transport=transport, backlog=300).port) == 300

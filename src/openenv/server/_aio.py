@@ -245,6 +245,7 @@ class AsyncioTransport:
                 ping_timeout=owner._ping_timeout,
                 ssl=owner._ssl,
                 logger=server_logger(),
+                backlog=owner._backlog,  # to loop.create_server (websockets' default: 100)
             )
         except BaseException as exc:
             bound.set_exception(exc)

@@ -103,9 +103,8 @@ from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
 from . import _http
-from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
+from ._aio import _REFUSED_LINGER, _REFUSED_SKIP, AsyncioTransport
 from ._aio import OVERLOADED as _OVERLOADED
-from ._aio import AsyncioTransport
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
 from ._wire import step_result
@@ -121,6 +120,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_PENDING",
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_BACKLOG",
     "Transport",
 ]
 
@@ -141,6 +141,11 @@ DEFAULT_MAX_PENDING = 64
 Transport = Literal["asyncio", "threads"]
 
 _TRANSPORTS = ("asyncio", "threads")
+
+#: The listening socket's backlog: connections the kernel holds until they are accepted (uvicorn's default).
+#: A burst of connects beyond it waits for a SYN retransmit (1 s, then 3 s, ...).  The kernel caps it at
+#: ``net.core.somaxconn`` (4096 on Linux 5.4+).
+DEFAULT_BACKLOG = 2048
 
 #: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
@@ -300,8 +305,9 @@ class EnvServer:
             plain HTTP request) is still in progress; each costs a socket (and,
             on the threading transport, two threads). Connections beyond it
             are answered ``503`` (once their request head is read, so that
-            the client gets the answer, not a reset) and closed. Default (``None``): 64, or twice ``max_sessions`` when that
-            is larger, so that a pool can open all its sessions at once.
+            the client gets the answer, not a reset) and closed. Default
+            (``None``): 64, or twice ``max_sessions`` when that is larger,
+            so that a pool can open all its sessions at once.
         handshake_timeout: seconds a connection may take to send its HTTP
             request and complete the handshake (``None``: no limit).
         transport: ``"asyncio"`` (websockets' asyncio server on an event loop
@@ -310,6 +316,13 @@ class EnvServer:
             thread per session) or ``"threads"`` (websockets' threading server:
             every connection runs in its own threads). Default (``None``):
             ``$OPENENV_SERVER_TRANSPORT`` if set, else ``"asyncio"``.
+            The threading transport costs two threads per connection: it is
+            unfit for bursts of hundreds of simultaneous opens (1,000 at once
+            took up to 25 s and 3,000 threads); use ``"asyncio"`` or the ASGI
+            app for many independent clients.
+        backlog: the listening socket's backlog (default 2048, uvicorn's):
+            connections the kernel queues until the server accepts them, so
+            a burst of connects does not wait for SYN retransmits.
     """
 
     def __init__(
@@ -328,7 +341,11 @@ class EnvServer:
         max_pending: int | None = None,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         transport: Transport | None = None,
+        backlog: int = DEFAULT_BACKLOG,
     ) -> None:
+        if isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 1:
+            raise ValueError(f"backlog must be a positive int, not {backlog!r}")
+        self._backlog = backlog
         if max_message_size < 1:
             raise ValueError(f"max_message_size must be positive, not {max_message_size}")
         for what, value in (("idle_timeout", idle_timeout), ("handshake_timeout", handshake_timeout)):
@@ -471,6 +488,7 @@ class EnvServer:
                 ping_timeout=self._ping_timeout,
                 ssl=self._ssl,
                 logger=server_logger(),
+                backlog=self._backlog,
             )
             self._port = server.socket.getsockname()[1]
             thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)
@@ -687,6 +705,7 @@ def serve(
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     max_pending: int | None = None,
     transport: Transport | None = None,
+    backlog: int = DEFAULT_BACKLOG,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -702,6 +721,7 @@ def serve(
         max_pending: connections still in their handshake, at most (more get ``503`` at once);
             ``None``: 64 or twice ``max_sessions``, whichever is larger.
         transport: ``"asyncio"`` or ``"threads"`` (see [`EnvServer`][openenv.server.EnvServer]).
+        backlog: the listening socket's backlog (see [`EnvServer`][openenv.server.EnvServer]).
     """
     EnvServer(
         factory,
@@ -713,4 +733,5 @@ def serve(
         idle_timeout=idle_timeout,
         max_pending=max_pending,
         transport=transport,
+        backlog=backlog,
     ).serve_forever(on_ready=on_ready)
