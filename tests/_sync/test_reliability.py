@@ -497,3 +497,13 @@ def test_a_connection_dropped_during_the_handshake_is_not_called_a_stranger(how:
         listener.close()
     assert "closed the connection before answering the WebSocket upgrade" in str(info.value)
     assert "is this an OpenEnv server" not in str(info.value)
+
+
+def test_base_url_keeps_its_secrets_and_nothing_shows_them(counter_server: Any) -> None:
+    # decided in issue 32: the accessor returns the URL as given (another client needs it); reprs redact it
+    url = counter_server.url.replace("://", "://alice:PSECRET-5@", 1) + "/?token=QSECRET-3"
+    env = Env(url)
+    assert env.base_url == url.replace("/?", "?") and "QSECRET" not in repr(env) and "PSECRET" not in repr(env)
+    with Env(env.base_url) as again:  # reaches the same server
+        again.reset()
+    env.close()

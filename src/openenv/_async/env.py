@@ -158,7 +158,15 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
     @property
     def base_url(self) -> str:
-        """The normalised base URL of the server (read-only)."""
+        """The normalised base URL of the server (read-only), secrets included.
+
+        As given: ``user:password@`` credentials and query values such as
+        ``?token=...`` are kept, since this is what another client needs to
+        reach the same server (``Env(env.base_url, ...)``; ``environment_factory``
+        and the pools pass it on so).  Treat it as a secret when it carries
+        one: the library itself never shows it unredacted (reprs, logs and
+        errors use ``redact_url``: ``http://***@host/?token=***``).
+        """
         return self._endpoints.base_url
 
     @property
