@@ -58,13 +58,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 2
 
     def ready(srv: EnvServer) -> None:
+        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)  # the first line: what tools wait for
         if srv.transport == "threads":
             print(
                 "note: the threads transport runs two threads per connection and is unfit for hundreds of "
                 "clients opening at once (1,000 took up to 25 s); use --transport asyncio or --asgi for those",
                 file=sys.stderr,
+                flush=True,
             )
-        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)
 
     try:
         server.serve_forever(on_ready=ready)
