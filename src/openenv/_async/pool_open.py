@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._core.errors import CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError, SessionLost
+from .._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    EnvTimeout,
+    OpenEnvError,
+    PoolError,
+    SessionLost,
+)
 from .._core.pool import (
     OPENING_AT_ONCE,
     CapacityWait,
@@ -258,7 +266,7 @@ class PoolOpening:
         deaths: dict[int, str | None] = {}  # by provider: sessions that share a server share its death
         for index, error in sorted(errors.items()):
             provider = self._providers[index] if index < len(self._providers) else None
-            if provider is None or not isinstance(error, (ConnectError, SessionLost)):
+            if provider is None or not isinstance(error, (ConnectError, SessionLost)) or isinstance(error, EnvTimeout):
                 continue
             key = id(provider)
             if key not in deaths:

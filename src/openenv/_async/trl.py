@@ -34,6 +34,7 @@ from .._core.errors import (
     CapacityReached,
     ConnectError,
     EnvClosed,
+    EnvTimeout,
     ExecutionError,
     ServerValidationError,
     SessionBusy,
@@ -58,6 +59,9 @@ __all__ = ["environment_factory", "TRLEnvironment"]
 logger = logging.getLogger("openenv.trl")
 
 _NO_TOOLS_CODES = (mcp.METHOD_NOT_FOUND,)
+
+#: Servers found dead during one ``reset`` after which it gives up (each was replaced by a new one)
+_MAX_DEATHS = 3
 
 
 class _Shared:
@@ -271,6 +275,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         deadline = Deadline(shared.capacity_timeout)
         delays = backoff(first=0.05, flat=3, factor=2.0, ceiling=2.0)
         refusal: CapacityReached | None = None  # the last one, for the error when waiting ends
+        deaths = 0  # servers found dead during this reset
         while True:
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
@@ -314,20 +319,27 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 if deadline.expired:
                     raise CapacityReached(self._still_full(exc), exc.code, exc.details) from None
                 await sleep(deadline.cap(next(delays)))
-            except (ConnectError, SessionLost):
-                reason = await self._drop_dead_server()
+            except (ConnectError, SessionLost) as exc:
+                reason = await self._drop_dead_server(exc)
                 if reason is None:
                     raise
+                deaths += 1
+                if deaths > _MAX_DEATHS:  # every new server dies too: say so rather than start them forever
+                    raise ConnectError(
+                        f"{deaths} servers of {shared.name} died one after another during this reset; "
+                        f"the last: {reason}"
+                    ) from exc
                 logger.warning("%s: the server of an instance died (%s); starting another", shared.name, reason)
 
-    async def _drop_dead_server(self) -> str | None:
+    async def _drop_dead_server(self, exc: ConnectError | SessionLost) -> str | None:
         """After a failed connection: why this instance's server died (then the instance lets go of it), else ``None``.
 
         The class drops and stops the dead server (`ServerSet.dead`), so the
-        next ``reset`` gets another within ``max_servers``.
+        next ``reset`` gets another within ``max_servers``.  A timeout means a
+        slow server, not a dead one (a death drops the connection).
         """
         server = self._server
-        if server is None:
+        if server is None or isinstance(exc, EnvTimeout):
             return None
         shared = self._openenv
         reason = await shared.servers.dead(server)
@@ -380,7 +392,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 raise
             return f"Error: {exc}"
         except (SessionLost, ConnectError) as exc:
-            reason = await self._drop_dead_server()
+            reason = await self._drop_dead_server(exc)
             if reason is None:
                 raise
             raise SessionLost(

@@ -13,7 +13,7 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
-from .._core.errors import ConnectError, OpenEnvError, SessionLost
+from .._core.errors import ConnectError, EnvTimeout, OpenEnvError, SessionLost
 from .._core.guard import InFlight
 from .._core.mcp import McpState
 from .._core.options import (
@@ -513,7 +513,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
     def _server_gone(self, exc: ConnectError | SessionLost) -> OpenEnvError | None:
         """The error to raise instead of ``exc`` when the server this client started has died, else ``None``."""
-        if self._provider is None:
+        if self._provider is None or isinstance(exc, EnvTimeout):  # a timeout: slow, not dead (a death drops it)
             return None
         reason = death_of(self._provider)
         if reason is None:
