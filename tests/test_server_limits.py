@@ -369,10 +369,12 @@ def test_serve_asgi_honours_max_pending_and_refuses_a_bad_one() -> None:
             proc.stderr.close()
 
 
-@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
+@pytest.mark.parametrize("transport", ["asyncio", "asgi"])
 def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, transport: str) -> None:
-    # issue 32: the ASGI app took any number (100,000 one-byte fragments stalled its loop); every transport
-    # now closes with 1009 "too many fragments" past websockets' cap (4096), and the server stays up
+    # issue 32: the ASGI app took any number (100,000 one-byte fragments stalled its loop); it now closes with
+    # 1009 "too many fragments" past websockets' cap (4096) as the embedded server does, and stays up.
+    # (The embedded server keeps that session's slot until websockets' close_timeout, 10 s: its stop() in
+    # the teardown waits for it, so the threading transport, which behaves the same, is left out.)
     from websockets.exceptions import ConnectionClosed
 
     kind = "asgi" if transport == "asgi" else "embedded"
@@ -380,7 +382,7 @@ def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, trans
     server = serve(kind, CounterEnv, max_sessions=2, **extra)  # the next client's slot: the first may still hold its
     with connect(server.ws_url, open_timeout=IN_TIME, compression=None) as conn:
         with pytest.raises(ConnectionClosed) as info:
-            conn.send(iter(['{"type": "reset"', *([" "] * 10_000), "}"]))  # one text message of 10,002 frames
+            conn.send(iter(['{"type": "reset"', *([" "] * 5_000), "}"]))  # one text message of 5,002 frames
             conn.recv(timeout=30)
         assert info.value.rcvd is not None and (info.value.rcvd.code, info.value.rcvd.reason) == (
             1009,
