@@ -38,7 +38,7 @@ from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
-from ._wscompat import install_request_parser, method_of, server_logger
+from ._wscompat import install_request_parser, method_of, read_after_fail, server_logger
 from .protocol import Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -398,6 +398,7 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             super().__init__(protocol, *args, **kwargs)
             install_request_parser(protocol, owner._body_response)
+            read_after_fail(self)
 
         def connection_made(self, transport_: asyncio.BaseTransport) -> None:
             if not owner._enter_pending():

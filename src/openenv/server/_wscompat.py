@@ -57,6 +57,7 @@ __all__ = [
     "DRAIN_LIMIT",
     "drop",
     "server_logger",
+    "read_after_fail",
 ]
 
 #: Makes the answer to a request with a body: ``(request, too_large) -> Response``.
@@ -80,6 +81,28 @@ def server_logger() -> logging.Logger:
     (``< GET /ws?token=*** HTTP/1.1``).
     """
     return redact_logger(logging.getLogger("websockets.server"))
+
+
+def read_after_fail(connection: Any) -> None:
+    """Make an asyncio connection read again once its protocol fails (``too many fragments``, bad UTF-8).
+
+    websockets' asyncio connection pauses reading while its message queue is
+    full, as it is after thousands of fragments; when ``recv()`` then fails
+    the connection (``1009 too many fragments``) it waits for the client to
+    close, with reading still paused, so it never sees the client's close and
+    holds the session (and its slot) for ``close_timeout`` (10 s).  After a
+    failure nothing more is queued (the parser discards), so reading resumes.
+    """
+    protocol = connection.protocol
+    fail = protocol.fail
+
+    def fail_then_read(*args: Any, **kwargs: Any) -> None:
+        fail(*args, **kwargs)
+        transport = getattr(connection, "transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
+
+    protocol.fail = fail_then_read
 
 
 def drop(connection: ServerConnection) -> None:
