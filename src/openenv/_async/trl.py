@@ -240,10 +240,10 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         dropped, with one log line per class (logger ``openenv.trl``).  The
         first ``reset`` connects this instance's session, waiting with backoff
         while the server is at capacity (up to ``capacity_timeout`` seconds).
-        When the class started the servers (a Docker image, a checkout, a
-        provider) and this instance's server died, the dead one is stopped and
-        dropped, and ``reset`` starts another (within ``max_servers``); a
-        tool call that meets the dead server raises ``SessionLost`` saying so.
+        When the class started the servers (a Docker image, a checkout) and
+        this instance's server died, the dead one is stopped and dropped, and
+        ``reset`` starts another (within ``max_servers``); a tool call that
+        meets the dead server raises ``SessionLost`` saying so.
 
         Raises:
             CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
@@ -395,9 +395,13 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             reason = await self._drop_dead_server(exc)
             if reason is None:
                 raise
+            then = (
+                "the next reset() starts a new server"
+                if shared.servers.grows
+                else "this class cannot start another (a provider, or a fixed port): call environment_factory again"
+            )
             raise SessionLost(
-                f"the server of this {type(self).__name__} instance died, and its episode with it; the next "
-                f"reset() starts a new server. {reason}"
+                f"the server of this {type(self).__name__} instance died, and its episode with it; {then}. {reason}"
             ) from exc
         self._record(outcome.reward, outcome.done)
         if outcome.is_error and shared.raise_tool_errors:
