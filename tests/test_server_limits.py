@@ -369,12 +369,12 @@ def test_serve_asgi_honours_max_pending_and_refuses_a_bad_one() -> None:
             proc.stderr.close()
 
 
-@pytest.mark.parametrize("transport", ["asyncio", "asgi"])
+@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
 def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, transport: str) -> None:
     # issue 32: the ASGI app took any number (100,000 one-byte fragments stalled its loop); it now closes with
     # 1009 "too many fragments" past websockets' cap (4096) as the embedded server does, and stays up; the
-    # session's slot is freed at once (the asyncio transport held it for websockets' close_timeout, 10 s,
-    # with reading paused; the threading transport still does, so it is left out here)
+    # session's slot is freed at once (the embedded transports held it for websockets' close_timeout, 10 s,
+    # with reading paused: _wscompat.read_after_fail)
     from websockets.exceptions import ConnectionClosed
 
     kind = "asgi" if transport == "asgi" else "embedded"

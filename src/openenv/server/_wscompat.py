@@ -84,14 +84,16 @@ def server_logger() -> logging.Logger:
 
 
 def read_after_fail(connection: Any) -> None:
-    """Make an asyncio connection read again once its protocol fails (``too many fragments``, bad UTF-8).
+    """Make a connection read again once its protocol fails (``too many fragments``, bad UTF-8).
 
-    websockets' asyncio connection pauses reading while its message queue is
-    full, as it is after thousands of fragments; when ``recv()`` then fails
-    the connection (``1009 too many fragments``) it waits for the client to
-    close, with reading still paused, so it never sees the client's close and
-    holds the session (and its slot) for ``close_timeout`` (10 s).  After a
-    failure nothing more is queued (the parser discards), so reading resumes.
+    websockets' connections stop reading while their message queue is full, as
+    it is after thousands of fragments; when ``recv()`` then fails the
+    connection (``1009 too many fragments``) it waits for the client to close,
+    with reading still paused, so it never sees the client's close and holds
+    the session (and its slot) for ``close_timeout`` (10 s).  After a failure
+    nothing more is queued (the parser discards), so reading resumes: the
+    asyncio transport's ``resume_reading()``, or the threading connection's
+    assembler resumed as its own ``close()`` does (under its mutex).
     """
     protocol = connection.protocol
     fail = protocol.fail
@@ -99,8 +101,18 @@ def read_after_fail(connection: Any) -> None:
     def fail_then_read(*args: Any, **kwargs: Any) -> None:
         fail(*args, **kwargs)
         transport = getattr(connection, "transport", None)
-        if transport is not None and not transport.is_closing():
-            transport.resume_reading()
+        if transport is not None:  # asyncio
+            if not transport.is_closing():
+                transport.resume_reading()
+            return
+        assembler = getattr(connection, "recv_messages", None)  # threads: websockets.sync.messages.Assembler
+        mutex = getattr(assembler, "mutex", None)
+        if assembler is None or mutex is None or not hasattr(assembler, "paused"):
+            return
+        with mutex:
+            if assembler.paused:
+                assembler.paused = False
+                assembler.resume()
 
     protocol.fail = fail_then_read
 

@@ -108,7 +108,14 @@ from ._aio import OVERLOADED as _OVERLOADED
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
 from ._wire import step_result
-from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of, server_logger
+from ._wscompat import (
+    SYNC_SHUTDOWN_CLOSES,
+    drop,
+    install_request_parser,
+    method_of,
+    read_after_fail,
+    server_logger,
+)
 from .protocol import EnvFactory, EnvProtocol, Session
 
 __all__ = [
@@ -212,6 +219,7 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
             try:
                 install_request_parser(protocol, owner._body_response)
                 super().__init__(sock, protocol, *args, **kwargs)
+                read_after_fail(self)
             except BaseException:
                 owner._leave_pending()
                 raise

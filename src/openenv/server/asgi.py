@@ -549,8 +549,15 @@ def _read_ahead_ws() -> type[asyncio.Protocol] | str:
             if len(self.frames) >= _MAX_FRAGMENTS:
                 self._too_many = True
                 self.frames = []
-                self.conn.fail(1009, "too many fragments")
-                self.handle_parser_exception()  # uvicorn's: tells the app, flushes the close, drops the socket
+                self.conn.fail(1009, "too many fragments")  # from here on its parser discards what comes
+                self.queue.put_nowait({"type": "websocket.disconnect", "code": 1009, "reason": "too many fragments"})
+                self.close_sent = True
+                # the close frame, then a half-close: uvicorn's handle_parser_exception() closes the socket at
+                # once, and a client still sending its fragments then gets a reset instead of the 1009
+                self.transport.write(b"".join(self.conn.data_to_send()))
+                if self.transport.can_write_eof():
+                    self.transport.write_eof()
+                asyncio.get_running_loop().call_later(_REFUSED_LINGER, self.transport.close)
                 return
             super().handle_cont(event)
 
