@@ -11,7 +11,8 @@ from typing import Any
 class AsgiServer:
     """``create_app(factory, **kwargs)`` under uvicorn on a free 127.0.0.1 port, in a daemon thread.
 
-    ``handshake_timeout`` and ``max_pending`` go to ``uvicorn_config()`` (the serve command's settings).
+    ``handshake_timeout``, ``max_pending`` and ``log_level`` (``"warning"``) go to ``uvicorn_config()`` (the serve
+    command's settings).
     """
 
     def __init__(self, factory: Any, **kwargs: Any) -> None:
@@ -19,7 +20,8 @@ class AsgiServer:
 
         from openenv.server.asgi import create_app, uvicorn_config
 
-        limits = {key: kwargs.pop(key) for key in ("handshake_timeout", "max_pending") if key in kwargs}
+        limits = {key: kwargs.pop(key) for key in ("handshake_timeout", "max_pending", "log_level") if key in kwargs}
+        limits.setdefault("log_level", "warning")
         self.app = create_app(factory, **kwargs)
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
@@ -28,7 +30,7 @@ class AsgiServer:
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.host = "127.0.0.1"
         # uvicorn_config's WebSocket protocol (websockets' sans-IO one, reading ahead): the serve command's
-        config = uvicorn_config(self.app, log_level="warning", lifespan="on", **limits)
+        config = uvicorn_config(self.app, lifespan="on", **limits)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
         self._thread.start()

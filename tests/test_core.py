@@ -445,3 +445,44 @@ def test_bootstrap_error_lists_identical_causes_once() -> None:
     assert text.count(missing) == 1 and f"  [0, 2, 5] ImageNotFound: {missing}" in text
     assert "  [4] ContainerExited: container c exited" in text
     assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
+def test_library_log_lines_hide_url_credentials_query_values_and_headers() -> None:
+    import logging
+
+    from openenv._core.options import RedactSecrets
+
+    def shown(msg: str, *args: Any) -> str:
+        record = logging.LogRecord("lib", logging.INFO, __file__, 1, msg, args, None)
+        RedactSecrets().filter(record)
+        return record.getMessage()
+
+    assert shown("HTTP Request: %s %s", "GET", "http://alice:pw@h:1/schema?token=T") == (
+        "HTTP Request: GET http://***@h:1/schema?token=***"
+    )
+    assert shown('%s - "WebSocket %s" [accepted]', "127.0.0.1:5", "/ws?token=T") == (
+        '127.0.0.1:5 - "WebSocket /ws?token=***" [accepted]'
+    )
+    access = shown('%s - "%s %s HTTP/%s" %d', "c", "GET", "/state?k=v", "1.1", 200)
+    assert access == 'c - "GET /state?k=*** HTTP/1.1" 200'
+    assert shown("< %s: %s", "authorization", "Bearer T") == "< authorization: <hidden>"
+    assert shown("< %s: %s", "host", "h") == "< host: h"
+    assert (
+        shown("Uvicorn running on %s://%s:%d", "http", "127.0.0.1", 8000) == "Uvicorn running on http://127.0.0.1:8000"
+    )
+
+
+def test_url_secrets_and_scrubbed_http_error_bodies() -> None:
+    from openenv._core.errors import ProtocolError
+    from openenv._core.mcp import http_json
+    from openenv._core.options import ClientOptions
+    from openenv._core.urls import url_secrets
+
+    assert set(url_secrets("http://alice:p%40ss@h/?token=a%2Bb&x")) >= {"p%40ss", "p@ss", "a%2Bb", "a+b", "x"}
+    assert "YWxpY2U6cEBzcw==" in url_secrets("http://alice:p%40ss@h/")  # HTTP Basic: alice:p@ss
+    assert url_secrets("http://h/") == [] and url_secrets("") == []
+    options = ClientOptions.of({"headers": {"Authorization": "Bearer ASECRET"}})
+    body = b"echo: Authorization: Bearer ASECRET token=QSECRET"
+    with pytest.raises(ProtocolError) as info:
+        http_json(500, body, "http://h/schema?token=***", options.secrets("http://h/?token=QSECRET"))
+    assert "ASECRET" not in str(info.value) and "QSECRET" not in str(info.value) and "<hidden>" in str(info.value)

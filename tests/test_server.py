@@ -1051,3 +1051,37 @@ def test_echo_server_fixture_is_plain(echo_server: EnvServer) -> None:
     """The shared ``echo_server`` fixture serves the echo environment under its class name, without tools."""
     assert echo_server.name == "EchoEnvironment"
     assert tools_of(EchoEnvironment()) == {}
+
+
+def test_cli_serve_threads_says_it_is_unfit_for_connect_storms_and_takes_a_backlog(tmp_path: Path) -> None:
+    # issue 32: the threading transport cannot hold 1,000 simultaneous opens; serve says so, after its ready line
+    env = {k: v for k, v in os.environ.items() if k != "OPENENV_SERVER_TRANSPORT"}
+    command = [sys.executable, "-m", "openenv", "serve", "echo", "--port", "0", "--transport", "threads"]
+    proc = subprocess.Popen(
+        [*command, "--backlog", "512"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("serving "), line
+        note = proc.stderr.readline()
+        assert note.startswith("note: the threads transport") and "unfit for hundreds of clients" in note, note
+        from .test_server_limits import _listen_backlog
+
+        assert _listen_backlog(int(line.rsplit(":", 1)[1])) == 512
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            assert proc.stderr is not None
+            proc.stderr.close()

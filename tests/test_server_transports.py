@@ -25,6 +25,8 @@ from openenv.server import Action, Environment, EnvServer, Observation, State
 from openenv.server.echo import EchoEnvironment
 from openenv.server.protocol import runs_on_loop
 
+from .envs import IN_TIME
+
 TRANSPORTS = ["asyncio", "threads"]
 
 
@@ -313,3 +315,98 @@ def test_asgi_gives_blocking_envs_a_thread_per_session(asgi_server_factory: Call
         assert _step(fast, "3")["message"] == "3"  # answered while the other session is blocked
         BlockingEnv.released.set()
         assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
+
+
+# ------------------------------------------- no request runs blocking work on a loop (issue 32)
+
+
+class SlowStartEnv(_Where):
+    """Blocking, and its constructor waits for ``released`` while ``armed`` is set (a simulator that loads)."""
+
+    armed = threading.Event()
+    released = threading.Event()
+    entered = threading.Event()
+
+    def __init__(self) -> None:
+        super().__init__()
+        if type(self).armed.is_set():
+            type(self).entered.set()
+            assert type(self).released.wait(30)
+
+
+#: (method, path, body): every route that may build an environment.  The embedded server serves only the GETs.
+_GETS: list[tuple[str, str, bytes | None]] = [
+    ("GET", "/state", None),
+    ("GET", "/metadata", None),
+    ("GET", "/schema", None),
+]
+_POSTS: list[tuple[str, str, bytes | None]] = [
+    ("POST", "/reset", b"{}"),
+    ("POST", "/step", b'{"action": {"message": "x"}}'),
+    ("POST", "/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'),
+]
+
+
+def _request(url: str, method: str, body: bytes | None, out: list[int]) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        out.append(response.status)
+
+
+def _slow_route_leaves_others_fast(url: str, ws_url: str, method: str, path: str, body: bytes | None) -> None:
+    """While ``method path`` waits in a constructor, another session's step is answered IN_TIME."""
+    SlowStartEnv.armed.clear()
+    SlowStartEnv.entered.clear()
+    SlowStartEnv.released.clear()
+    statuses: list[int] = []
+    with connect(ws_url) as fast:
+        assert _step(fast, "warm")["message"] == "warm"
+        SlowStartEnv.armed.set()
+        caller = threading.Thread(target=_request, args=(url + path, method, body, statuses))
+        caller.start()
+        try:
+            assert SlowStartEnv.entered.wait(30)
+            fast.send(json.dumps({"type": "step", "data": {"message": "during"}}))
+            reply = json.loads(fast.recv(timeout=IN_TIME))  # TimeoutError when the route stalls the loop
+            assert reply["data"]["observation"]["message"] == "during"
+        finally:
+            SlowStartEnv.armed.clear()
+            SlowStartEnv.released.set()
+            caller.join(60)
+    assert statuses == [200]
+
+
+def _slow_factory(path: str) -> Any:
+    # /state builds an instance for any factory; /metadata and /schema only for one that is not a class
+    return SlowStartEnv if path in ("/state", "/reset", "/step", "/mcp") else lambda: SlowStartEnv()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize(("method", "path", "body"), _GETS)
+def test_a_route_building_a_blocking_env_stalls_no_session(
+    serve: Callable[..., EnvServer], transport: str, method: str, path: str, body: bytes | None
+) -> None:
+    server = serve(_slow_factory(path), transport, max_sessions=2)
+    _slow_route_leaves_others_fast(server.url, server.ws_url, method, path, body)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), _GETS + _POSTS)
+def test_asgi_route_building_a_blocking_env_stalls_no_session(
+    asgi_server_factory: Callable[..., Any], method: str, path: str, body: bytes | None
+) -> None:
+    server = asgi_server_factory(_slow_factory(path), max_sessions=2)
+    _slow_route_leaves_others_fast(server.url, server.url.replace("http", "ws") + "/ws", method, path, body)
+
+
+def test_get_may_block_follows_the_session_contract() -> None:
+    from openenv.server.protocol import EnvProtocol
+
+    blocking, inline, made = EnvProtocol(BlockingEnv), EnvProtocol(InlineEnv), EnvProtocol(lambda: InlineEnv())
+    assert blocking.get_may_block("/state") and not inline.get_may_block("/state") and made.get_may_block("/state")
+    assert not blocking.get_may_block("/metadata") and not blocking.get_may_block("/schema")
+    assert made.get_may_block("/metadata") and made.get_may_block("/schema")
+    assert not made.get_may_block("/health") and not made.get_may_block("/nope")
+    made.env_class()  # found once: from here on the descriptions need no instance
+    assert not made.get_may_block("/metadata") and not made.get_may_block("/schema")

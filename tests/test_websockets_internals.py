@@ -350,3 +350,16 @@ def test_sync_client_connection_internals_of_the_race_fixes(echo_server: EnvServ
         assert "handshake_exc" in vars(ws.protocol), _broken(
             "ClientProtocol has no handshake_exc attribute", SYNC_RACES
         )
+
+
+def test_read_after_fail_finds_what_it_resumes() -> None:
+    # server/_wscompat.read_after_fail (issue 32): Protocol.fail, the asyncio connection's transport, the
+    # threading connection's assembler (its mutex, paused flag and resume callback)
+    from websockets.sync.messages import Assembler
+
+    assert callable(getattr(Protocol, "fail", None)), "Protocol.fail moved: read_after_fail wraps it"
+    assembler = Assembler(pause=lambda: None, resume=lambda: None)
+    for name in ("mutex", "paused", "resume"):
+        assert hasattr(assembler, name), f"Assembler.{name} moved: read_after_fail resumes a paused reader with it"
+    source = inspect.getsource(ServerConnection.__init__) + inspect.getsource(SyncClientConnection.__mro__[1])
+    assert "recv_messages" in source, "the threading connection's assembler is no longer recv_messages"

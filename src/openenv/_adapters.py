@@ -25,13 +25,13 @@ from ._core.errors import (
     error_from_frame,
 )
 from ._core.frames import describe_close
-from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, scrub, tls_hint
+from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, redact_logger, scrub, tls_hint
 from ._core.urls import Endpoints, redact_url
 
 if TYPE_CHECKING:
     import logging
 
-__all__ = ["connect_kwargs", "ws_logger", "connect_error", "closed_error", "http_error", "httpx_error"]
+__all__ = ["connect_kwargs", "ws_logger", "http_logger", "connect_error", "closed_error", "http_error", "httpx_error"]
 
 
 def ws_logger() -> logging.Logger:
@@ -39,6 +39,13 @@ def ws_logger() -> logging.Logger:
     if not any(isinstance(f, RedactHeaders) for f in WS_LOGGER.filters):
         WS_LOGGER.addFilter(RedactHeaders())
     return WS_LOGGER
+
+
+def http_logger() -> logging.Logger:
+    """httpx's logger, with a filter that hides URL credentials and query values in its lines (added once)."""
+    import logging
+
+    return redact_logger(logging.getLogger("httpx"))
 
 
 def connect_kwargs(options: ClientOptions, endpoints: Endpoints) -> dict[str, Any]:
@@ -56,7 +63,7 @@ def http_error(exc: BaseException, url: str, options: ClientOptions) -> Exceptio
         return ConnectError(tls_hint(shown, exc))
     error = httpx_error(exc, shown)
     text = str(error)
-    clean = scrub(text, options.headers.values())
+    clean = scrub(text, options.secrets(url))
     return error if clean == text else type(error)(clean)
 
 
@@ -143,6 +150,12 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
         refused.status = status
         return refused
     if isinstance(exc, InvalidHandshake):
+        dropped = _dropped_in_handshake(exc)
+        if dropped is not None:  # no HTTP answer at all: a server that is overloaded or going away, not a stranger
+            return ConnectError(
+                f"the server at {url} closed the connection before answering the WebSocket upgrade ({dropped}); "
+                "it may be overloaded (too many connections opening at once) or restarting: retry later"
+            )
         return ConnectError(f"WebSocket handshake with {url} failed: {exc}; is this an OpenEnv server?")
     if isinstance(exc, ConnectionRefusedError):
         return ConnectError(f"connection refused by {url}; is the server running?")
@@ -158,6 +171,16 @@ def _connect_error(exc: BaseException, endpoints: Endpoints, timeout: float | No
     if isinstance(exc, ConnectionClosed):
         return ConnectError(f"the server at {url} closed the connection during the handshake")
     return ConnectError(f"could not connect to {url}: {type(exc).__name__}: {exc}")
+
+
+def _dropped_in_handshake(exc: BaseException) -> str | None:
+    """What ended a handshake that got no HTTP answer (an EOF, a reset), or ``None`` for any other failure."""
+    for cause in _causes(exc)[1:]:
+        if isinstance(cause, EOFError):
+            return "end of stream"
+        if isinstance(cause, ConnectionError):
+            return type(cause).__name__
+    return None
 
 
 def _error_in_body(body: bytes | bytearray | None) -> OpenEnvError | None:

@@ -9,6 +9,7 @@ name with its type); ``finish`` does the rest at import time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -50,8 +51,12 @@ def finish(
     return __getattr__, __dir__
 
 
+@functools.lru_cache(maxsize=1)
 def version() -> str:
-    """This distribution's version (``openenv-twin``), from its installed metadata."""
+    """This distribution's version (``openenv-twin``), from its installed metadata (read once: a scan of the path).
+
+    Cached, so that ``GET /metadata`` does no file system scan on a server's event loop.
+    """
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 

@@ -44,7 +44,7 @@ def test_list_and_call_tools(tools_server: Any) -> None:
         assert isinstance(result, ToolResult)
         assert (result.data, result.text, result.is_error) == (42, "42", False)
         assert result.structured_content == {"result": 42}
-        assert (result.reward, result.done) == (None, False)  # a step the demo does not score
+        assert (result.reward, result.done) == (1.0, False)  # a step: the demo scores a call that answers 1.0
 
 
 def test_argument_called_name(tools_server: Any) -> None:
@@ -95,11 +95,11 @@ def test_a_failed_tool_call_is_a_step_with_its_reward_and_done(server_factory: C
         assert (env.state())["step_count"] == 3
 
 
-def test_a_tool_error_that_is_not_a_step_has_no_reward(tools_server: Any) -> None:
+def test_a_failed_tool_call_of_the_demo_scores_zero(tools_server: Any) -> None:
     with Env(tools_server.url) as env:
         with pytest.raises(ToolError) as info:
             env.call_tool("fail", message="bad")
-        assert (info.value.reward, info.value.done) == (None, False)  # the demo does not score
+        assert (info.value.reward, info.value.done) == (0.0, False)  # the demo scores a failed call 0
         assert info.value.result is not None  # but it was a step
 
 

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import logging
 import math
 import ssl
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,7 @@ from openenv.sync import (
     SessionLost,
 )
 
-from ..envs import CounterEnv
+from ..envs import IN_TIME, CounterEnv
 from ..helpers_sync import close_from_another_thread, run_in_thread
 
 
@@ -90,6 +94,60 @@ def test_header_and_query_values_never_reach_debug_logs(
     assert "User-Agent: openenv-twin" in logged  # ...harmless headers stay readable
     assert any(r.name.startswith("httpx") for r in caplog.records)
     assert _leaks(caplog, secrets) == []  # ...and no value leaked anywhere
+
+
+_SECRETS = ["HSECRET-1", "ASECRET-2", "QSECRET-3", "PSECRET-5", "YWxpY2U6UFNFQ1JFVC01"]  # the last: alice:PSECRET-5
+
+
+def _with_secrets(url: str) -> str:
+    """``url`` with credentials in it and a token in its query."""
+    return url.replace("://", "://alice:PSECRET-5@", 1) + "/?token=QSECRET-3"
+
+
+def test_url_credentials_never_reach_any_log_line(counter_server: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # httpx's own INFO line ("HTTP Request: GET http://alice:...@..."), websockets' on both sides, ours
+    caplog.set_level(logging.DEBUG)
+    with Env.from_schema(_with_secrets(counter_server.url), headers={"X-Api-Key": "HSECRET-1"}) as env:
+        env.reset()
+    requests = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert requests and all("://***@127.0.0.1" in line for line in requests), requests
+    lines = [f"{r.name}: {r.getMessage()}" for r in caplog.records]
+    assert any("websockets" in line and "<hidden>" in line for line in lines)  # a handshake was logged
+    assert [line for line in lines if any(secret in line for secret in _SECRETS)] == []
+
+
+class _EchoingServer(http.server.BaseHTTPRequestHandler):
+    """Answers every GET ``500`` with the request's secret-bearing headers and its target in the body."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        shown = [f"{k}: {v}" for k, v in self.headers.items() if k.lower() in ("authorization", "x-api-key")]
+        body = ("\n".join([*shown, self.path])).encode()
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoingServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.mark.parametrize("headers", [{"Authorization": "Bearer ASECRET-2"}, {"X-Api-Key": "HSECRET-1"}])
+def test_an_http_error_body_echoing_the_request_is_scrubbed(echoing_server: str, headers: dict[str, str]) -> None:
+    with pytest.raises(ProtocolError, match="HTTP 500") as info:
+        Env.from_schema(_with_secrets(echoing_server), headers=headers)  # GET /schema
+    assert "<hidden>" in str(info.value)
+    assert [secret for secret in _SECRETS if secret in str(info.value)] == []
 
 
 # -- 3. header values and URL query values never in errors or reprs ----------------------------
@@ -393,3 +451,59 @@ def test_bad_verify_values_are_refused(counter_server: Any, tmp_path: Path) -> N
         Env(counter_server.url, verify=str(tmp_path / "missing.pem"))
     with pytest.raises(InvalidOption, match="verify must be"):
         Env(counter_server.url, verify=1.5)  # type: ignore[arg-type]
+
+
+# -- close() is bounded by the client's own timeouts (issue 32) -------------------------------------
+
+
+def test_close_against_a_silent_server_takes_no_longer_than_message_timeout(counter_server: Any) -> None:
+    from ..faultproxy import FaultProxy
+
+    proxy = FaultProxy(counter_server.port)
+    try:
+        env = Env(proxy.url, message_timeout=1.0)
+        env.reset()
+        proxy.blackhole = True  # the close frame and everything after it: never answered
+        started = time.monotonic()
+        env.close()
+        assert time.monotonic() - started < IN_TIME  # it was a fixed 5 s
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_connection_dropped_during_the_handshake_is_not_called_a_stranger(how: str) -> None:
+    # issue 32: no HTTP answer at all (an overloaded or stopping server) said "is this an OpenEnv server?"
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def drop() -> None:
+        sock, _ = listener.accept()
+        sock.recv(65536)  # the upgrade request, unanswered
+        if how == "reset":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+    thread = threading.Thread(target=drop, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ConnectError) as info:
+            Env(f"http://127.0.0.1:{port}").connect()
+    finally:
+        thread.join(30)
+        listener.close()
+    assert "closed the connection before answering the WebSocket upgrade" in str(info.value)
+    assert "is this an OpenEnv server" not in str(info.value)
+
+
+def test_base_url_keeps_its_secrets_and_nothing_shows_them(counter_server: Any) -> None:
+    # decided in issue 32: the accessor returns the URL as given (another client needs it); reprs redact it
+    url = counter_server.url.replace("://", "://alice:PSECRET-5@", 1) + "/?token=QSECRET-3"
+    env = Env(url)
+    assert env.base_url == url.replace("/?", "?") and "QSECRET" not in repr(env) and "PSECRET" not in repr(env)
+    with Env(env.base_url) as again:  # reaches the same server
+        again.reset()
+    env.close()

@@ -9,15 +9,18 @@ by default (interop).  Each observation of solo_echo carries its server's PID.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from openenv.sync import CapacityReached, EnvPool, environment_factory
+from openenv.sync import CapacityReached, ConnectError, Env, EnvPool, PoolError, SessionLost, environment_factory
 
 from ..envs import BOOT, IN_TIME
+from ..helpers_sync import until
 from ..leaks import alive, servers_in
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
@@ -28,6 +31,24 @@ def _checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "solo
     shutil.copytree(ENVS / name, target)
     monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))  # the current interpreter runs it
     return str(target)
+
+
+def _group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                state, _, group = stat.read().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            found.append(int(name))
+    return found
+
+
+def _pids(providers: list[Any]) -> set[int]:
+    return {provider._child.pid for provider in providers if provider is not None and provider._child is not None}
 
 
 def test_environment_factory_starts_a_server_per_session_of_a_one_session_checkout(
@@ -242,3 +263,70 @@ def test_one_session_containers_per_instance_and_per_pool_session(docker_engine:
         results = pool.reset(seed=[1, 2, 3])
         assert all(r.observation["message"].startswith("Guess a number") for r in results)
     assert set(_managed(docker_engine)) == before
+
+
+def test_environment_factory_replaces_a_server_that_died(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 32: a one-session checkout, max_servers=2, one instance's server process killed
+    checkout = _checkout(tmp_path, monkeypatch)
+    cls = environment_factory(checkout, ready_timeout=60, capacity_timeout=30, max_servers=2)
+    try:
+        a, b = cls(), cls()
+        a.reset()
+        b.reset()
+        servers = cls._openenv.servers
+        assert len(servers.servers) == 2
+        dead: Any = a._server.root.provider  # type: ignore[union-attr]
+        pid = dead._child.pid
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(
+            SessionLost, match=r"(?s)the server of this \w+ instance died.*next reset\(\) starts a new server.*code -9"
+        ):
+            a.step(message="lost")
+        assert not alive(pid) and dead._child is None and dead._lease is None  # reaped, its lease released
+        until(lambda: not _group(pid))  # nothing left of its process group (the lifeline's watcher)
+        assert len(servers.servers) == 1  # its slot is free: the next reset may start one
+        assert "m1" in (b.step(message="m1"))  # the other instance never noticed
+        assert "ready" in (a.reset() or "")  # a new server, within max_servers=2
+        assert "m2" in (a.step(message="m2"))
+        assert len(servers.servers) == 2 and a._server.root.provider is not dead  # type: ignore[union-attr]
+        # a new instance whose placement meets a dead server is moved too: kill b's, then reset c
+        c = cls()
+        other: Any = b._server.root.provider  # type: ignore[union-attr]
+        os.kill(other._child.pid, signal.SIGKILL)
+        b.close()  # b's slot is free, so c goes to b's dead server first
+        assert "ready" in (c.reset() or "")
+        assert len(servers.servers) == 2
+    finally:
+        cls.close()
+
+
+def test_a_pool_says_replace_when_a_server_it_started_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 32: reset() would only reach the dead address again; replace(i) starts a new server
+    checkout = _checkout(tmp_path, monkeypatch)
+    with EnvPool.from_env(checkout, size=2, ready_timeout=60) as pool:
+        pool.reset()
+        dead: Any = pool.providers[0]
+        os.kill(dead._child.pid, signal.SIGKILL)
+        with pytest.raises(PoolError) as info:
+            pool.step([{"message": "a"}, {"message": "b"}])
+        error = info.value.errors[0]
+        assert isinstance(error, SessionLost) and "pool.replace(0) starts a new server" in str(error)
+        assert "code -9" in str(error) and info.value.results[1] is not None  # the other session went on
+        assert "ready" in str((pool.replace(0)).observation)
+        assert pool.providers[0] is not dead
+
+
+def test_a_client_whose_own_server_died_says_reset_cannot_help(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, monkeypatch)
+    with Env.from_env(checkout, ready_timeout=60) as env:
+        env.reset()
+        provider: Any = env.provider
+        os.kill(provider._child.pid, signal.SIGKILL)
+        with pytest.raises(SessionLost, match=r"(?s)server this client started died.*reset\(\) cannot bring it back"):
+            env.step({"message": "lost"})
+        with pytest.raises(ConnectError, match=r"(?s)reset\(\) cannot bring it back.*code -9"):
+            env.reset()

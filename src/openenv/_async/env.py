@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -13,6 +13,7 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.sources import classify_source, hosted_headers
 from .._core import frames, mcp
 from .._core.codec import Codec, as_codec
+from .._core.errors import ConnectError, EnvTimeout, OpenEnvError, SessionLost
 from .._core.guard import InFlight
 from .._core.mcp import McpState
 from .._core.options import (
@@ -24,11 +25,13 @@ from .._core.options import (
     check_options,
     check_timeout,
 )
+from .._core.servers import dead_server_message
 from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import Request, _Connection
 from .foreign import adopt_provider, provider_image
+from .liveness import death_of
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, package_codec, schema_codec
 from .tools import _Tools
@@ -156,7 +159,15 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
     @property
     def base_url(self) -> str:
-        """The normalised base URL of the server (read-only)."""
+        """The normalised base URL of the server (read-only), secrets included.
+
+        As given: ``user:password@`` credentials and query values such as
+        ``?token=...`` are kept, since this is what another client needs to
+        reach the same server (``Env(env.base_url, ...)``; ``environment_factory``
+        and the pools pass it on so).  Treat it as a secret when it carries
+        one: the library itself never shows it unredacted (reprs, logs and
+        errors use ``redact_url``: ``http://***@host/?token=***``).
+        """
         return self._endpoints.base_url
 
     @property
@@ -213,7 +224,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         """End the session, the sessions of [`new_session()`][openenv.sync.Env.new_session] and what the client started.
 
         Idempotent.  A call in flight on another task or thread fails with
-        [`SessionLost`][openenv.sync.SessionLost].
+        [`SessionLost`][openenv.sync.SessionLost].  It waits for the server's
+        closing handshake at most ``message_timeout`` seconds, and never more
+        than 5 s: a server that does not answer (hung, or unreachable) is then
+        dropped.
         """
         if self._session.closed:
             return
@@ -526,6 +540,26 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         return await cls.from_env(target, codec="schema", **kwargs)
 
     # -- the protocol ----------------------------------------------------------
+
+    async def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
+        # a failed connection to a server this client started: say so when it died, since reset() cannot help
+        try:
+            return await super()._request(kind, frame, parse)
+        except (ConnectError, SessionLost) as exc:
+            gone = await self._server_gone(exc)
+            if gone is None:
+                raise
+            raise gone from exc
+
+    async def _server_gone(self, exc: ConnectError | SessionLost) -> OpenEnvError | None:
+        """The error to raise instead of ``exc`` when the server this client started has died, else ``None``."""
+        if self._provider is None or isinstance(exc, EnvTimeout):  # a timeout: slow, not dead (a death drops it)
+            return None
+        reason = await death_of(self._provider)
+        if reason is None:
+            return None
+        message = dead_server_message(reason, replaced_by="a new client")
+        return SessionLost(message) if isinstance(exc, SessionLost) else ConnectError(message)
 
     async def reset(self, **kwargs: Any) -> StepResult[ObsT]:
         """Start a new episode; ``kwargs`` (``seed``, ``episode_id``, ...) go to the environment's ``reset``.

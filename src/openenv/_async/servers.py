@@ -6,7 +6,9 @@ choice is `openenv._core.servers.place()`: the first server until one says
 it is full, then a server with room, then a new one while under the cap (only
 for targets the class can start more of: a Docker image, a checkout), else
 wait.  A refusal (``CAPACITY_REACHED``) teaches the server's limit
-(`ServerSet.refused`).  Closing the class stops every server started here.
+(`ServerSet.refused`).  A server found dead after a failed connection
+(`ServerSet.dead`) is dropped and stopped, so the next ``acquire`` starts
+another.  Closing the class stops every server started here.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._core import servers as core
-from .._core.errors import CapacityReached, EnvClosed
+from .._core.errors import CapacityReached, ConnectError, EnvClosed
 from .._core.urls import redact_url
 from .env import Env
+from .liveness import death_of
 
 __all__ = ["Server", "ServerSet"]
 
@@ -59,6 +62,7 @@ class ServerSet:
         self._cap = max_servers if start is not None else 1
         self._starting = 0
         self._closed = False
+        self._lost: str | None = None  # why the only server died, when nothing can replace it
 
     @property
     def grows(self) -> bool:
@@ -82,6 +86,11 @@ class ServerSet:
         with self._lock:
             if self._closed:
                 raise EnvClosed("the environment class was closed; call environment_factory(...) again")
+            if self._lost is not None and not self.servers:
+                raise ConnectError(
+                    f"the server of this class died ({self._lost}) and it cannot start another (a provider, or a "
+                    "fixed port); call environment_factory(...) again"
+                )
             loads = [server.load for server in self.servers] + [1] * self._starting
             where = core.place(loads, self.limit, self._cap)
             if 0 <= where < len(self.servers):
@@ -117,6 +126,35 @@ class ServerSet:
             redact_url(server.base_url),
         )
         return server
+
+    async def dead(self, server: Server) -> str | None:
+        """Whether ``server`` died (its process exited, its container stopped): why, else ``None``.
+
+        Asked after a connection to it failed.  A dead server is dropped from
+        the set (its sessions no longer count, so the next `acquire()` may
+        start another within ``max_servers``) and stopped: its process group
+        reaped, its registry record and lease released.  A server the class did
+        not start (a URL), or whose provider has no ``check()``, is never known dead.
+        """
+        root = server.root
+        if root is None:
+            return None
+        reason = await death_of(root.provider)
+        if reason is None:
+            return None
+        with self._lock:
+            known = server in self.servers
+            if known:
+                self.servers.remove(server)
+                if self._start is None:  # nothing can replace it: acquire() says so from now on
+                    self._lost = reason
+        if known:
+            logger.warning("a server of the class died and was dropped (%s): %s", redact_url(server.base_url), reason)
+            try:
+                await root.close()  # reap it, its lifeline's watcher, its registry record
+            except Exception:  # noqa: BLE001 - it is gone either way
+                logger.debug("stopping a dead server failed", exc_info=True)
+        return reason
 
     def release(self, server: Server) -> None:
         """A session on ``server`` ended (or was refused)."""

@@ -172,7 +172,8 @@ class _Tools(_Connection):
             response = await self._mcp.http.post(url, json=mcp.rpc_request(method, params, request_id))
         except httpx.HTTPError as exc:
             raise http_error(exc, url, self._options) from None
-        body = mcp.http_json(response.status_code, response.content, redact_url(url))
+        secrets = self._options.secrets(self._endpoints.base_url)
+        body = mcp.http_json(response.status_code, response.content, redact_url(url), secrets)
         return mcp.rpc_result(body, request_id, tool=tool)
 
     async def _session_ws_url(self) -> str:
@@ -250,4 +251,6 @@ class _Tools(_Connection):
         url = self._endpoints.http("/mcp")
         request_id = self._mcp.ids.next()
         response = await http.post(url, json=mcp.rpc_request(method, params, request_id))
-        return mcp.rpc_result(mcp.http_json(response.status_code, response.content, redact_url(url)), request_id)
+        secrets = self._options.secrets(self._endpoints.base_url)
+        body = mcp.http_json(response.status_code, response.content, redact_url(url), secrets)
+        return mcp.rpc_result(body, request_id)

@@ -51,13 +51,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
             max_pending=args.max_pending,
             transport=args.transport,
+            backlog=args.backlog,
         )
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
     def ready(srv: EnvServer) -> None:
-        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)
+        print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)  # the first line: what tools wait for
+        if srv.transport == "threads":
+            print(
+                "note: the threads transport runs two threads per connection and is unfit for hundreds of "
+                "clients opening at once (1,000 took up to 25 s); use --transport asyncio or --asgi for those",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         server.serve_forever(on_ready=ready)
@@ -82,7 +90,12 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> in
         # the embedded server's limits: handshake timeout, --max-pending (openenv.server.asgi.uvicorn_config)
         max_pending = args.max_pending if args.max_pending is not None else max(DEFAULT_MAX_PENDING, 2 * max_sessions)
         config = uvicorn_config(
-            app, host=args.host, port=args.port, max_pending=max_pending, log_level=args.log_level.lower()
+            app,
+            host=args.host,
+            port=args.port,
+            max_pending=max_pending,
+            log_level=args.log_level.lower(),
+            backlog=args.backlog,
         )
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -142,7 +155,15 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
         choices=["asyncio", "threads"],
         default=None,
         help="asyncio: one event loop, a worker thread only per blocking session; threads: websockets' "
-        "threading server (default: $OPENENV_SERVER_TRANSPORT, else asyncio)",
+        "threading server, two threads per connection, unfit for hundreds of clients opening at once "
+        "(default: $OPENENV_SERVER_TRANSPORT, else asyncio)",
+    )
+    p_serve.add_argument(
+        "--backlog",
+        type=_integer,
+        default=2048,
+        help="the listening socket's backlog: connects the kernel queues until accepted, so that a burst "
+        "of them waits for no SYN retransmit (default: 2048, uvicorn's; capped by net.core.somaxconn)",
     )
     p_serve.add_argument(
         "--asgi",

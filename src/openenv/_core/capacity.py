@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .errors import CapacityReached, ConnectError, OpenEnvError, SessionBusy
+from .servers import RAISE_SESSION_LIMIT
 
 __all__ = [
     "backoff",
@@ -47,13 +48,13 @@ __all__ = [
 ]
 
 #: the remedy for a pool's sessions (and any client) refused by a full server
-SESSIONS_REMEDY = "Use fewer sessions, close others, or raise the server's MAX_CONCURRENT_ENVS"
+SESSIONS_REMEDY = f"Use fewer sessions, close others, or {RAISE_SESSION_LIMIT}"
 #: the remedy for handshakes refused with HTTP 503 (said whoever waited: it is the server's handshake cap)
 OVERLOADED_REMEDY = "Open fewer sessions at once, or raise the server's max_pending"
 #: the remedy when every session of a pool stayed checked out (``environment_factory`` over a pool)
 POOL_BUSY_REMEDY = "Make the pool at least as large as the number of instances (the generation batch size)"
 #: the remedy when a server stayed full while ``environment_factory`` read its tools
-TOOLS_REMEDY = "Wait for its other clients, or raise the server's MAX_CONCURRENT_ENVS"
+TOOLS_REMEDY = f"Wait for its other clients, or {RAISE_SESSION_LIMIT}"
 
 
 def instances_remedy(max_servers: int | None) -> str:
@@ -65,8 +66,8 @@ def instances_remedy(max_servers: int | None) -> str:
     """
     more = f"raise max_servers (now {max_servers}), " if max_servers is not None else ""
     return (
-        f"Run fewer instances at once, {more}raise the server's MAX_CONCURRENT_ENVS "
-        "(the servers must hold the generation batch size)"
+        f"Run fewer instances at once, {more}or {RAISE_SESSION_LIMIT}: "
+        "the servers must hold the generation batch size"
     )
 
 

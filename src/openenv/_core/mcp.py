@@ -28,7 +28,7 @@ dumps ``inputSchema``, FastMCP 4 ``input_schema``; tool results use snake-case
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConnectError, InvalidOption, ProtocolError, ToolError, ToolNotFound
@@ -281,25 +281,37 @@ class McpState:
         self.http: Any = None
 
 
-def http_json(status: int, body: bytes, url: str) -> Any:
-    """The JSON body of an HTTP answer, or a [`ProtocolError`][openenv.sync.ProtocolError] saying what came instead."""
+def http_json(status: int, body: bytes, url: str, secrets: Iterable[str] = ()) -> Any:
+    """The JSON body of an HTTP answer, or a [`ProtocolError`][openenv.sync.ProtocolError] saying what came instead.
+
+    An excerpt of the body is shown with each of ``secrets`` (the client's
+    header values, the URL's password and query values:
+    ``ClientOptions.scrub``) hidden, since a server may echo the request.
+    """
     import json
+
+    from .options import scrub
+
+    hidden = list(secrets)
+
+    def excerpt(limit: int) -> str:
+        return scrub(repr(body[:limit]), hidden)
 
     if status == 404:
         raise ProtocolError(f"{url} answered HTTP 404: the server has no such endpoint")
     if status == 501:
         raise ConnectError(
-            f"{url} answered HTTP 501 (not implemented: {body[:160]!r}); the embedded openenv.server "
+            f"{url} answered HTTP 501 (not implemented: {excerpt(160)}); the embedded openenv.server "
             "EnvServer serves only the /ws WebSocket, so production mode (POST /mcp) does not work "
             "against it: use mode='simulation', or serve the environment with "
             "openenv.server.asgi.create_app (`openenv serve --asgi`)"
         )
     if status != 200:
-        raise ProtocolError(f"{url} answered HTTP {status}: {body[:200]!r}")
+        raise ProtocolError(f"{url} answered HTTP {status}: {excerpt(200)}")
     try:
         return json.loads(body)
     except ValueError:
-        raise ProtocolError(f"{url} answered with a body that is not JSON: {body[:120]!r}") from None
+        raise ProtocolError(f"{url} answered with a body that is not JSON: {excerpt(120)}") from None
 
 
 __all__ += ["McpState", "http_json", "session_id_of", "tool_error"]

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias, Union
 from typing_extensions import TypedDict
 
 from .errors import InvalidHeader, InvalidOption
-from .urls import Endpoints, redact_target
+from .urls import Endpoints, redact_target, redact_url, url_secrets
 
 __all__ = [
     "ClientOptions",
@@ -24,17 +24,23 @@ __all__ = [
     "VerifyTypes",
     "tls_hint",
     "RedactHeaders",
+    "RedactSecrets",
+    "redact_logger",
     "check_timeout",
     "check_headers",
     "check_verify",
     "check_options",
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "CLOSE_TIMEOUT",
     "DEFAULTS",
     "READY_TIMEOUT",
     "HARMLESS_HEADERS",
 ]
 
 DEFAULT_MAX_MESSAGE_SIZE = 100 * 1024 * 1024
+
+#: Seconds ``close()`` waits at most for the server's closing handshake (less with a shorter ``message_timeout``).
+CLOSE_TIMEOUT = 5.0
 
 #: How to check the server's TLS certificate (httpx's convention): ``True``
 #: (the default trust store), a CA bundle file or directory, an
@@ -80,6 +86,52 @@ class RedactHeaders(logging.Filter):
             elif len(args) == 1 and isinstance(args[0], str) and "?" in args[0]:
                 record.args = (redact_target(args[0]),)
         return True
+
+
+#: websockets' header lines (client and server, both directions).
+_HEADER_LINES = frozenset({"> %s: %s", "< %s: %s"})
+
+
+def _redact_arg(arg: Any) -> Any:
+    """A log argument with its secrets hidden: a URL's credentials and query values, a target's query values."""
+    if arg is None or isinstance(arg, (bool, int, float, bytes)):
+        return arg
+    text = str(arg)  # httpx logs its URL objects
+    if "://" in text:
+        shown = redact_url(text)
+        return arg if shown == text else shown
+    if text.startswith("/") and "?" in text:
+        return redact_target(text)
+    return arg
+
+
+class RedactSecrets(logging.Filter):
+    """Hide secrets in a library's log lines: header values, URL credentials, query values.
+
+    For the loggers of the libraries we configure (httpx's ``HTTP Request:``
+    line, websockets' and uvicorn's server lines: `redact_logger()`): a
+    websockets header line (``< authorization: ...``) keeps only the values
+    of `HARMLESS_HEADERS`; any other argument that is a URL shows as
+    `redact_url()` does, and a request target (``/ws?token=...``, uvicorn's
+    access lines) with its query values as ``***``.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and args:
+            if record.msg in _HEADER_LINES and len(args) == 2:
+                if str(args[0]).lower() not in HARMLESS_HEADERS:
+                    record.args = (args[0], "<hidden>")
+            else:
+                record.args = tuple(_redact_arg(arg) for arg in args)
+        return True
+
+
+def redact_logger(logger: logging.Logger) -> logging.Logger:
+    """Add a `RedactSecrets` filter to ``logger`` (once); return it."""
+    if not any(isinstance(f, RedactSecrets) for f in logger.filters):
+        logger.addFilter(RedactSecrets())
+    return logger
 
 
 #: The logger our connections use: websockets' own lines.  Its
@@ -266,6 +318,18 @@ class ClientOptions:
             read_timeout=self.message_timeout,
         )
 
+    @property
+    def close_timeout(self) -> float:
+        """Seconds ``close()`` waits for the closing handshake: `CLOSE_TIMEOUT`, or a shorter ``message_timeout``.
+
+        A server that does not answer the close frame (hung, or behind a
+        black-holing network) costs a ``close()`` no more than the client's own
+        reply deadline.
+        """
+        if self.message_timeout is None:
+            return CLOSE_TIMEOUT
+        return min(CLOSE_TIMEOUT, self.message_timeout)
+
     def ws_kwargs(self, endpoints: Endpoints) -> dict[str, Any]:
         """Keyword arguments for websockets' ``connect`` (the same on both sides)."""
         kwargs: dict[str, Any] = {
@@ -274,7 +338,7 @@ class ClientOptions:
             "ping_interval": self.ping_interval,
             "ping_timeout": self.ping_timeout,
             "compression": "deflate" if self.compress(endpoints) else None,
-            "close_timeout": 5.0,
+            "close_timeout": self.close_timeout,
             "user_agent_header": "openenv-twin (websockets)",
             "logger": WS_LOGGER,
         }
@@ -286,9 +350,17 @@ class ClientOptions:
             kwargs["ssl"] = self.ssl_context
         return kwargs
 
-    def scrub(self, text: str) -> str:
-        """``text`` with every header value replaced by ``<hidden>`` (for library error messages)."""
-        return scrub(text, self.headers.values())
+    def scrub(self, text: str, url: str = "") -> str:
+        """``text`` with every header value (and ``url``'s password and query values) as ``<hidden>``.
+
+        For library error messages and excerpts of a server's answers (a
+        server may echo the request it got).
+        """
+        return scrub(text, self.secrets(url))
+
+    def secrets(self, url: str = "") -> list[str]:
+        """What `scrub()` hides: the header values, and ``url``'s password and query values."""
+        return [*self.headers.values(), *url_secrets(url)]
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from .capacity import capacity_delays
 from .errors import CapacityReached, OpenEnvError, PoolError, SessionBusy, SessionLost
 from .result import StepResult
-from .servers import limit_from, overcommitted, overcommitted_message
+from .servers import RAISE_SESSION_LIMIT, limit_from, overcommitted, overcommitted_message
 
 __all__ = [
     "Completed",
@@ -553,7 +553,7 @@ def overcommit_error(
         message = (
             f"the server holds {limit} session(s) and this pool opens {ours} on it: give one URL per "
             f"{limit} session(s), let EnvPool.from_env/from_docker_image start one server per session, "
-            "or raise the server's MAX_CONCURRENT_ENVS"
+            f"or {RAISE_SESSION_LIMIT}"
         )
     return CapacityReached(f"{error.message}; {message}", error.code, error.details)
 

@@ -36,7 +36,15 @@ __all__ = [
     "limit_from",
     "overcommitted",
     "overcommitted_message",
+    "dead_server_message",
+    "RAISE_SESSION_LIMIT",
 ]
+
+#: The advice for a server that holds too few sessions, true for ours and OpenEnv's servers alike
+RAISE_SESSION_LIMIT: Final = (
+    "raise the server's session limit (MAX_CONCURRENT_ENVS for OpenEnv's servers, "
+    "--max-sessions for python -m openenv serve)"
+)
 
 #: ``environment_factory``'s default cap on the servers it starts for one class
 DEFAULT_MAX_SERVERS: Final = 8
@@ -137,5 +145,23 @@ def overcommitted_message(sessions: int, servers: int, limit: int, cap: int | No
     return (
         f"the server holds {limit} session(s) and {sessions} sessions on {servers} server(s){capped} put "
         f"{-(-sessions // servers)} on each: pass max_servers={needed} (or more), use fewer sessions, "
-        "or raise the server's MAX_CONCURRENT_ENVS"
+        f"or {RAISE_SESSION_LIMIT}"
     )
+
+
+def dead_server_message(reason: str, *, replaced_by: str) -> str:
+    """What to do when the server a client started died (``reason``: what its provider said).
+
+    ``replaced_by`` says what brings a new server: ``"the next reset()"``
+    (``environment_factory``), ``"pool.replace(i)"`` (a pool), or
+    ``"a new client"`` (an ``Env`` that owns its server, where ``reset()``
+    would only reach the dead address again).
+    """
+    if replaced_by == "a new client":
+        advice = (
+            "reset() cannot bring it back: close this client and start a new one (EnvPool(..., "
+            "on_failure='replace') and environment_factory replace a dead server themselves)"
+        )
+    else:
+        advice = f"{replaced_by} starts a new server"
+    return f"the server this client started died, and its episode with it; {advice}. {reason}"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit, urlunsplit
 
 from .errors import InvalidURL
 
@@ -21,6 +22,7 @@ __all__ = [
     "redact_target",
     "hide_url",
     "unhide_url",
+    "url_secrets",
     "DEFAULT_SPACE_REGISTRY",
 ]
 
@@ -198,6 +200,31 @@ def redact_target(target: str) -> str:
     """An HTTP request target (``/ws?token=abc``) with its query values hidden."""
     path, sep, query = target.partition("?")
     return path + sep + redact_query(query) if sep else target
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a URL carries, to scrub from text a server sent back: its password and query values.
+
+    Each as written and percent-decoded, and the credentials as HTTP Basic
+    sends them (base64 of ``user:password``); ``[]`` for a URL without any (or
+    one that does not parse).
+    """
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url if "://" in url else "//" + url)
+        password = parts.password
+    except ValueError:
+        return []
+    found = [password] if password else []
+    if parts.username is not None or password is not None:  # what HTTP Basic sends for them
+        pair = f"{unquote(parts.username or '')}:{unquote(password or '')}"
+        found.append(base64.b64encode(pair.encode("utf-8")).decode("ascii"))
+    for item in parts.query.split("&"):
+        key, sep, value = item.partition("=")
+        found.append(value if sep else key)
+    found += [parts.fragment]
+    return [s for v in found if v for s in {v, unquote(v), unquote_plus(v)}]
 
 
 _SPACE_ID = re.compile(r"^[^/\s]+/[^/\s]+$")

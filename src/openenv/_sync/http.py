@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._adapters import http_error
+from .._adapters import http_error, http_logger
 from .._core import mcp
 from .._core.options import ClientOptions
 from .._core.urls import Endpoints, parse_base_url, redact_url
@@ -32,6 +32,7 @@ def http_client(endpoints: Endpoints, options: ClientOptions) -> httpx.Client:
     import httpx  # lazily: only schemas, health checks and production MCP need it
 
     settings = options.http_settings(endpoints)
+    http_logger()  # httpx's "HTTP Request: GET <url>" line: no credentials, no query values
     return httpx.Client(
         trust_env=settings.trust_env,
         headers=settings.headers,
@@ -66,4 +67,4 @@ def get_json(base_url: str, path: str, options: ClientOptions, *, optional: bool
         raise http_error(exc, url, options) from None
     if optional and response.status_code == 404:
         return None
-    return mcp.http_json(response.status_code, response.content, redact_url(url))
+    return mcp.http_json(response.status_code, response.content, redact_url(url), options.secrets(base_url))

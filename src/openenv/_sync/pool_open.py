@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._core.capacity import CapacityWait, waits_for_capacity
-from .._core.errors import CapacityReached, ConnectError, EnvClosed, OpenEnvError, PoolError
+from .._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    EnvTimeout,
+    OpenEnvError,
+    PoolError,
+    SessionLost,
+)
 from .._core.pool import (
     OPENING_AT_ONCE,
     Completed,
@@ -28,9 +36,11 @@ from .._core.pool import (
     unreplaced_message,
 )
 from .._core.result import StepResult
+from .._core.servers import dead_server_message
 from .._shim_sync import run_all, sleep
 from .bootstrap import start_providers
 from .env import Env
+from .liveness import death_of
 from .pool_servers import close_all, grow_servers, make_providers, noop, quietly, stop_all, unique
 from .providers import Provider
 
@@ -237,6 +247,8 @@ class PoolOpening:
             replaced, unreplaced = self._replace_all(sorted(errors))
             results.update(replaced)
             errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
+        else:
+            self._explain_dead_servers(errors)
         failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
             if unreplaced:
@@ -244,6 +256,24 @@ class PoolOpening:
             else:
                 message = pool_error(what, order, results, failed)
             raise PoolError(message, {i: results.get(i) for i in order}, failed)
+
+    def _explain_dead_servers(self, errors: dict[int, OpenEnvError]) -> None:
+        """A lost session whose server (started by the pool) died: say so, and that ``replace(i)`` helps, not ``reset``.
+
+        A ``reset`` of that session would only reach the dead address again.
+        """
+        deaths: dict[int, str | None] = {}  # by provider: sessions that share a server share its death
+        for index, error in sorted(errors.items()):
+            provider = self._providers[index] if index < len(self._providers) else None
+            if provider is None or not isinstance(error, (ConnectError, SessionLost)) or isinstance(error, EnvTimeout):
+                continue
+            key = id(provider)
+            if key not in deaths:
+                deaths[key] = death_of(provider)
+            reason = deaths[key]
+            if reason is not None:
+                message = dead_server_message(reason, replaced_by=f"pool.replace({index})")
+                errors[index] = SessionLost(message) if isinstance(error, SessionLost) else ConnectError(message)
 
     def _replace_completed(self, done: list[Completed[Any]]) -> list[Completed[Any]]:
         """After ``recv`` (``on_failure="replace"``): each failed completion replaced by its session's new reset.

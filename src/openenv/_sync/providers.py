@@ -422,7 +422,7 @@ class ProcessProvider(ServerProvider):
             raised = exception_line(tail)
             raise ProviderError(
                 f"the server process {os.path.basename(child.command[0])!r} exited with code "
-                f"{child.exit_code()} during start"
+                f"{child.exit_code()}"
                 + (f": it raised {raised}" if raised else "")
                 + (f"; last output lines:\n{tail}" if tail else "")
             )

@@ -43,9 +43,11 @@ from .._core.errors import (
     CapacityReached,
     ConnectError,
     EnvClosed,
+    EnvTimeout,
     ExecutionError,
     ServerValidationError,
     SessionBusy,
+    SessionLost,
     ToolError,
 )
 from .._core.options import EnvOptions, check_options
@@ -66,6 +68,9 @@ __all__ = ["environment_factory", "TRLEnvironment"]
 logger = logging.getLogger("openenv.trl")
 
 _NO_TOOLS_CODES = (mcp.METHOD_NOT_FOUND,)
+
+#: Servers found dead during one ``reset`` after which it gives up (each was replaced by a new one)
+_MAX_DEATHS = 3
 
 
 class _Shared:
@@ -247,6 +252,10 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         dropped, with one log line per class (logger ``openenv.trl``).  The
         first ``reset`` connects this instance's session, waiting with backoff
         while the server is at capacity (up to ``capacity_timeout`` seconds).
+        When the class started the servers (a Docker image, a checkout) and
+        this instance's server died, the dead one is stopped and dropped, and
+        ``reset`` starts another (within ``max_servers``); a tool call that
+        meets the dead server raises ``SessionLost`` saying so.
 
         The ``openenv.aio`` class: on the instance's event loop, ``reset`` gives
         a coroutine as usual; in a worker thread of that loop (TRL's
@@ -257,6 +266,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
 
         Raises:
             CapacityReached: the server stayed full for ``capacity_timeout`` seconds.
+            ConnectError: the class's only server died and it cannot start
+                another (a provider or a fixed ``port``).
             SessionBusy: (a class over a pool) every session of the pool stayed
                 checked out for ``capacity_timeout`` seconds.
             EnvClosed: the class was closed.
@@ -310,6 +321,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         wait = CapacityWait(shared.capacity_timeout, time.monotonic())  # the core decides; this only sleeps
         retry = wait.retry()
         refusal = CapacityReached("every server is at capacity", "CAPACITY_REACHED")  # the last one, for the error
+        deaths = 0  # servers found dead during this reset
         while True:
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
@@ -351,6 +363,37 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 if delay is None:
                     raise retry.final(exc, remedy=self._remedy()) from None
                 sleep(delay)
+            except (ConnectError, SessionLost) as exc:
+                reason = self._drop_dead_server(exc)
+                if reason is None:
+                    raise
+                deaths += 1
+                if deaths > _MAX_DEATHS:  # every new server dies too: say so rather than start them forever
+                    raise ConnectError(
+                        f"{deaths} servers of {shared.name} died one after another during this reset; "
+                        f"the last: {reason}"
+                    ) from exc
+                logger.warning("%s: the server of an instance died (%s); starting another", shared.name, reason)
+
+    def _drop_dead_server(self, exc: ConnectError | SessionLost) -> str | None:
+        """After a failed connection: why this instance's server died (then the instance lets go of it), else ``None``.
+
+        The class drops and stops the dead server (`ServerSet.dead`), so the
+        next ``reset`` gets another within ``max_servers``.  A timeout means a
+        slow server, not a dead one (a death drops the connection).
+        """
+        server = self._server
+        if server is None or isinstance(exc, EnvTimeout):
+            return None
+        shared = self._openenv
+        reason = shared.servers.dead(server)
+        if reason is None:
+            return None
+        env, self._env, self._server = self._env, None, None
+        shared.servers.release(server)
+        if env is not None:
+            env.close()
+        return reason
 
     def _remedy(self) -> str:
         servers = self._openenv.servers
@@ -386,6 +429,18 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
+        except (SessionLost, ConnectError) as exc:
+            reason = self._drop_dead_server(exc)
+            if reason is None:
+                raise
+            then = (
+                "the next reset() starts a new server"
+                if shared.servers.grows
+                else "this class cannot start another (a provider, or a fixed port): call environment_factory again"
+            )
+            raise SessionLost(
+                f"the server of this {type(self).__name__} instance died, and its episode with it; {then}. {reason}"
+            ) from exc
         self._record(outcome.reward, outcome.done)
         if outcome.is_error and shared.raise_tool_errors:
             raise ToolError(

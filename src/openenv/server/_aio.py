@@ -11,7 +11,10 @@ methods, OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) run
 on the loop, with no thread hop. A blocking environment gets a worker thread
 per session (`_Worker`), made with the session and joined when it ends, so one
 slow ``step`` stalls only its own session while the loop keeps answering pings
-and the other sessions.
+and the other sessions. The HTTP routes that may build a blocking environment
+(``GET /state``; ``/metadata`` and ``/schema`` of a factory that is not a class:
+`EnvProtocol.get_may_block`) are answered on a thread of the loop's default
+executor, never on the loop.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.http11 import Request
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
-from ._wscompat import install_request_parser
+from ._wscompat import install_request_parser, method_of, read_after_fail, server_logger
 from .protocol import Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -233,13 +237,15 @@ class AsyncioTransport:
                 self._handler,
                 owner.host,
                 owner.port,
-                process_request=owner._process_request,
+                process_request=self._process_request,
                 create_connection=_make_connection_class(owner, self),
                 open_timeout=owner._handshake_timeout,
                 max_size=owner._max_message_size,
                 ping_interval=owner._ping_interval,
                 ping_timeout=owner._ping_timeout,
                 ssl=owner._ssl,
+                logger=server_logger(),
+                backlog=owner._backlog,  # to loop.create_server (websockets' default: 100)
             )
         except BaseException as exc:
             bound.set_exception(exc)
@@ -262,6 +268,26 @@ class AsyncioTransport:
         if closers:
             await asyncio.wait(closers)
         await server.wait_closed()
+
+    # ------------------------------------------------------------- HTTP
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Any:
+        """websockets' hook: `EnvServer._process_request`, off the loop for a route that may block.
+
+        ``GET /state`` (and ``/metadata``, ``/schema`` of a factory that is not
+        a class) may build an environment: on a worker thread, like a blocking
+        session's calls, so the loop keeps serving every other connection.
+        """
+        owner = self._owner
+        path = request.path.split("?", 1)[0]
+        if (
+            method_of(request) == "GET"
+            and "websocket" not in request.headers.get("Upgrade", "").lower()
+            and owner._protocol.get_may_block(path)
+        ):
+            loop = asyncio.get_running_loop()
+            return loop.run_in_executor(None, owner._process_request, connection, request)
+        return owner._process_request(connection, request)
 
     # ------------------------------------------------------------- sessions
 
@@ -372,6 +398,7 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             super().__init__(protocol, *args, **kwargs)
             install_request_parser(protocol, owner._body_response)
+            read_after_fail(self)
 
         def connection_made(self, transport_: asyncio.BaseTransport) -> None:
             if not owner._enter_pending():

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -46,6 +47,8 @@ from websockets.protocol import Protocol
 from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 
+from openenv._core.options import redact_logger
+
 __all__ = [
     "BodyResponse",
     "install_request_parser",
@@ -53,6 +56,8 @@ __all__ = [
     "SYNC_SHUTDOWN_CLOSES",
     "DRAIN_LIMIT",
     "drop",
+    "server_logger",
+    "read_after_fail",
 ]
 
 #: Makes the answer to a request with a body: ``(request, too_large) -> Response``.
@@ -66,6 +71,50 @@ DRAIN_LIMIT = 64 * 1024
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
 #: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
 SYNC_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
+
+
+def server_logger() -> logging.Logger:
+    """websockets' server logger (``websockets.server``), given to both transports' ``serve``.
+
+    With a `RedactSecrets` filter: its DEBUG handshake lines show neither a
+    client's header values (``< authorization: <hidden>``) nor query values
+    (``< GET /ws?token=*** HTTP/1.1``).
+    """
+    return redact_logger(logging.getLogger("websockets.server"))
+
+
+def read_after_fail(connection: Any) -> None:
+    """Make a connection read again once its protocol fails (``too many fragments``, bad UTF-8).
+
+    websockets' connections stop reading while their message queue is full, as
+    it is after thousands of fragments; when ``recv()`` then fails the
+    connection (``1009 too many fragments``) it waits for the client to close,
+    with reading still paused, so it never sees the client's close and holds
+    the session (and its slot) for ``close_timeout`` (10 s).  After a failure
+    nothing more is queued (the parser discards), so reading resumes: the
+    asyncio transport's ``resume_reading()``, or the threading connection's
+    assembler resumed as its own ``close()`` does (under its mutex).
+    """
+    protocol = connection.protocol
+    fail = protocol.fail
+
+    def fail_then_read(*args: Any, **kwargs: Any) -> None:
+        fail(*args, **kwargs)
+        transport = getattr(connection, "transport", None)
+        if transport is not None:  # asyncio
+            if not transport.is_closing():
+                transport.resume_reading()
+            return
+        assembler = getattr(connection, "recv_messages", None)  # threads: websockets.sync.messages.Assembler
+        mutex = getattr(assembler, "mutex", None)
+        if assembler is None or mutex is None or not hasattr(assembler, "paused"):
+            return
+        with mutex:
+            if assembler.paused:
+                assembler.paused = False
+                assembler.resume()
+
+    protocol.fail = fail_then_read
 
 
 def drop(connection: ServerConnection) -> None:

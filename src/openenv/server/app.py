@@ -64,9 +64,9 @@ Differences from the reference server
   socket (and two threads on the threading transport) until its handshake (or
   HTTP request) completes, within ``handshake_timeout`` (10 s). Beyond
   ``max_pending`` (64, or twice ``max_sessions`` if larger) such connections,
-  new ones are answered ``503`` and closed: after skipping the request's headers
-  on the asyncio transport, without reading them on the threading one (whose
-  client may see a reset instead). A flood of slow connections cannot exhaust
+  new ones are answered ``503`` and closed, after skipping the request's headers
+  (up to 8 KiB, within 3 s) on every transport, so that the client reads the
+  503 rather than a reset. A flood of slow connections cannot exhaust
   threads or descriptors. Open sessions are bounded by ``max_sessions``.
 * **Strict JSON out**: every frame and HTTP body is RFC 8259 JSON. An
   observation or state holding ``NaN``/``Infinity`` gives an
@@ -88,6 +88,7 @@ import signal
 import socket
 import ssl as _ssl
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Literal
@@ -102,12 +103,19 @@ from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
 from . import _http
+from ._aio import _REFUSED_LINGER, _REFUSED_SKIP, AsyncioTransport
 from ._aio import OVERLOADED as _OVERLOADED
-from ._aio import AsyncioTransport
 from ._http import WS_PATH as _WS_PATH
 from ._http import HttpReply
 from ._wire import step_result
-from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, method_of
+from ._wscompat import (
+    SYNC_SHUTDOWN_CLOSES,
+    drop,
+    install_request_parser,
+    method_of,
+    read_after_fail,
+    server_logger,
+)
 from .protocol import EnvFactory, EnvProtocol, Session
 
 __all__ = [
@@ -119,6 +127,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_PENDING",
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_BACKLOG",
     "Transport",
 ]
 
@@ -139,6 +148,11 @@ DEFAULT_MAX_PENDING = 64
 Transport = Literal["asyncio", "threads"]
 
 _TRANSPORTS = ("asyncio", "threads")
+
+#: The listening socket's backlog: connections the kernel holds until they are accepted (uvicorn's default).
+#: A burst of connects beyond it waits for a SYN retransmit (1 s, then 3 s, ...).  The kernel caps it at
+#: ``net.core.somaxconn`` (4096 on Linux 5.4+).
+DEFAULT_BACKLOG = 2048
 
 #: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
@@ -205,6 +219,7 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
             try:
                 install_request_parser(protocol, owner._body_response)
                 super().__init__(sock, protocol, *args, **kwargs)
+                read_after_fail(self)
             except BaseException:
                 owner._leave_pending()
                 raise
@@ -223,12 +238,32 @@ def _make_connection_class(owner: EnvServer) -> type[ServerConnection]:
 
 
 def _refuse_now(sock: socket.socket) -> None:
-    """Answer ``503`` without reading the request, and close (never blocks)."""
+    """Skip the request head, answer ``503`` with a half-close, and wait a moment for the client's EOF.
+
+    As the asyncio transport refuses (`openenv.server._aio`): a socket closed
+    with the client's request unread ends in a reset, which the client may
+    read before the 503 ("closed the connection during the handshake", which a
+    pool does not retry).  In the connection's own thread, each step bounded by
+    the linger (3 s); the caller closes the socket.
+    """
+    deadline = time.monotonic() + _REFUSED_LINGER
     try:
-        sock.setblocking(False)
-        sock.send(_OVERLOADED)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < _REFUSED_SKIP:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            head = (head + chunk)[-_REFUSED_SKIP:]
+        sock.settimeout(_REFUSED_LINGER)
+        sock.sendall(_OVERLOADED)
         sock.shutdown(socket.SHUT_WR)
-    except OSError:
+        end = time.monotonic() + _REFUSED_LINGER
+        while time.monotonic() < end:  # the client reads the answer, then closes: its EOF
+            sock.settimeout(max(end - time.monotonic(), 0.001))
+            if not sock.recv(4096):
+                break
+    except OSError:  # a timeout, a reset: the client is gone or too slow
         pass
 
 
@@ -277,9 +312,10 @@ class EnvServer:
         max_pending: the most TCP connections whose opening handshake (or
             plain HTTP request) is still in progress; each costs a socket (and,
             on the threading transport, two threads). Connections beyond it
-            are answered ``503`` at once, without reading the request, and
-            closed. Default (``None``): 64, or twice ``max_sessions`` when that
-            is larger, so that a pool can open all its sessions at once.
+            are answered ``503`` (once their request head is read, so that
+            the client gets the answer, not a reset) and closed. Default
+            (``None``): 64, or twice ``max_sessions`` when that is larger,
+            so that a pool can open all its sessions at once.
         handshake_timeout: seconds a connection may take to send its HTTP
             request and complete the handshake (``None``: no limit).
         transport: ``"asyncio"`` (websockets' asyncio server on an event loop
@@ -288,6 +324,13 @@ class EnvServer:
             thread per session) or ``"threads"`` (websockets' threading server:
             every connection runs in its own threads). Default (``None``):
             ``$OPENENV_SERVER_TRANSPORT`` if set, else ``"asyncio"``.
+            The threading transport costs two threads per connection: it is
+            unfit for bursts of hundreds of simultaneous opens (1,000 at once
+            took up to 25 s and 3,000 threads); use ``"asyncio"`` or the ASGI
+            app for many independent clients.
+        backlog: the listening socket's backlog (default 2048, uvicorn's):
+            connections the kernel queues until the server accepts them, so
+            a burst of connects does not wait for SYN retransmits.
     """
 
     def __init__(
@@ -306,7 +349,11 @@ class EnvServer:
         max_pending: int | None = None,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         transport: Transport | None = None,
+        backlog: int = DEFAULT_BACKLOG,
     ) -> None:
+        if isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 1:
+            raise ValueError(f"backlog must be a positive int, not {backlog!r}")
+        self._backlog = backlog
         if max_message_size < 1:
             raise ValueError(f"max_message_size must be positive, not {max_message_size}")
         for what, value in (("idle_timeout", idle_timeout), ("handshake_timeout", handshake_timeout)):
@@ -448,6 +495,8 @@ class EnvServer:
                 ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout,
                 ssl=self._ssl,
+                logger=server_logger(),
+                backlog=self._backlog,
             )
             self._port = server.socket.getsockname()[1]
             thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{self._port}", daemon=True)
@@ -664,6 +713,7 @@ def serve(
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     max_pending: int | None = None,
     transport: Transport | None = None,
+    backlog: int = DEFAULT_BACKLOG,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -679,6 +729,7 @@ def serve(
         max_pending: connections still in their handshake, at most (more get ``503`` at once);
             ``None``: 64 or twice ``max_sessions``, whichever is larger.
         transport: ``"asyncio"`` or ``"threads"`` (see [`EnvServer`][openenv.server.EnvServer]).
+        backlog: the listening socket's backlog (see [`EnvServer`][openenv.server.EnvServer]).
     """
     EnvServer(
         factory,
@@ -690,4 +741,5 @@ def serve(
         idle_timeout=idle_timeout,
         max_pending=max_pending,
         transport=transport,
+        backlog=backlog,
     ).serve_forever(on_ready=on_ready)

@@ -33,6 +33,9 @@ Served (the protocol logic is `openenv.server.protocol`, shared with
 
 Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
 
+* a ``/ws`` message of more than 4096 frames (websockets' ``MAX_FRAGMENTS``)
+  closes the connection with ``1009`` "too many fragments", as the embedded
+  server does (under [`uvicorn_config()`][openenv.server.asgi.uvicorn_config]);
 * a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
   connection is closed: at once, unread, when its ``Content-Length`` says so;
   a chunked body is read up to the limit and no further;
@@ -88,7 +91,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from openenv._core.options import redact_logger
+
 from . import _http
+from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
 from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
 from ._idle import IdleTimer, settle
@@ -489,11 +495,29 @@ def uvicorn_config(
         raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
     kwargs.setdefault("ws", _read_ahead_ws())  # websockets-sansio: the legacy implementation is deprecated
     http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
-    return uvicorn.Config(app, host=host, port=port, http=http, **kwargs)
+    config = uvicorn.Config(app, host=host, port=port, http=http, **kwargs)  # configures uvicorn's loggers
+    # its access lines show paths with their query (/ws?token=...), and websockets-sansio logs every request
+    # header at DEBUG on uvicorn.error: both with values hidden (after Config, which set the loggers up)
+    for name in ("uvicorn.error", "uvicorn.access"):
+        redact_logger(logging.getLogger(name))
+    return config
 
 
 #: Messages waiting for the app after which a ``/ws`` connection's socket is no longer read (uvicorn: 1).
 _READ_AHEAD = 2
+
+
+def _max_fragments() -> int:
+    """The most frames of one message the embedded server takes (websockets' ``MAX_FRAGMENTS``, 4096)."""
+    try:
+        from websockets.asyncio.messages import MAX_FRAGMENTS
+    except ImportError:  # a websockets without the cap
+        return 4096
+    return int(MAX_FRAGMENTS)
+
+
+#: ``/ws`` messages of more frames than this close the connection with ``1009`` "too many fragments".
+_MAX_FRAGMENTS = _max_fragments()
 
 
 def _read_ahead_ws() -> type[asyncio.Protocol] | str:
@@ -514,6 +538,28 @@ def _read_ahead_ws() -> type[asyncio.Protocol] | str:
 
     class ReadAheadWebSockets(base):  # type: ignore[misc]
         read_paused: bool  # uvicorn's: whether it paused the socket's reading
+        frames: list[bytes]  # uvicorn's: the fragments of the message being received
+        _too_many = False
+
+        def handle_cont(self, event: Any) -> None:
+            # the embedded server's cap (websockets' MAX_FRAGMENTS): uvicorn gathers any number of fragments,
+            # and 100,000 one-byte ones stalled its loop for a third of a second
+            if self._too_many:
+                return
+            if len(self.frames) >= _MAX_FRAGMENTS:
+                self._too_many = True
+                self.frames = []
+                self.conn.fail(1009, "too many fragments")  # from here on its parser discards what comes
+                self.queue.put_nowait({"type": "websocket.disconnect", "code": 1009, "reason": "too many fragments"})
+                self.close_sent = True
+                # the close frame, then a half-close: uvicorn's handle_parser_exception() closes the socket at
+                # once, and a client still sending its fragments then gets a reset instead of the 1009
+                self.transport.write(b"".join(self.conn.data_to_send()))
+                if self.transport.can_write_eof():
+                    self.transport.write_eof()
+                asyncio.get_running_loop().call_later(_REFUSED_LINGER, self.transport.close)
+                return
+            super().handle_cont(event)
 
         def send_receive_event_to_app(self) -> None:
             paused = self.read_paused
@@ -565,20 +611,52 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
     class LimitedHttp(base):  # type: ignore[valid-type, misc]
         _timer: asyncio.TimerHandle | None = None
         _refused = False
+        _skipped: bytes | None = b""  # a refused connection's request head so far; None once answered
+        _drop: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if len(waiting) >= max_pending:
+                # Refused as the embedded asyncio server does: the request head is skipped (up to 8 KiB, within
+                # the linger; never parsed), then answered 503 with a half-close, so that the client reads the
+                # 503 as the answer to its request rather than a reset (its unread request made close() an RST)
                 logger.warning("refusing a connection: %d connections already waiting for a request", max_pending)
                 self._refused = True
-                assert isinstance(transport, asyncio.Transport)
-                transport.write(_OVERLOADED)
-                transport.close()
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
                 return
             self._wait()
 
+        def _refuse(self) -> None:
+            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
+            transport = self.transport
+            if self._skipped is None:
+                transport.abort()  # the linger ran out after the answer
+                return
+            self._skipped = None
+            if self._drop is not None:
+                self._drop.cancel()
+            try:
+                transport.write(_OVERLOADED)
+                if transport.can_write_eof():
+                    transport.write_eof()
+                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, transport.abort)
+            except (OSError, RuntimeError):
+                transport.abort()
+
+        def eof_received(self) -> bool | None:
+            if self._refused:
+                if self._skipped is not None:
+                    self._refuse()
+                self.transport.close()  # after flushing the answer
+                return True
+            return super().eof_received()  # type: ignore[no-any-return]
+
         def data_received(self, data: bytes) -> None:
             if self._refused:
+                if self._skipped is not None:
+                    self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
+                    if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
+                        self._refuse()
                 return
             super().data_received(data)
             transport = self.transport
@@ -593,6 +671,8 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
                 self._wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._drop is not None:
+                self._drop.cancel()
             self._done()
             super().connection_lost(exc)
 

@@ -751,6 +751,23 @@ class EnvProtocol:
 
     # ------------------------------------- the environment, described (GET routes)
 
+    def get_may_block(self, path: str) -> bool:
+        """Whether answering ``GET path`` may run the factory or environment code that blocks.
+
+        A transport on an event loop answers such a request off the loop (as
+        it runs a blocking environment's ``reset``/``step`` on a thread):
+        ``/state`` makes a fresh instance (on the loop only for an environment
+        class that `runs_on_loop()`, as its sessions are), and ``/metadata``
+        and ``/schema`` make one, once, when the factory is not a class.
+        ``/health`` and unknown paths touch no environment.
+        """
+        if path == "/state":
+            cls = self._env_cls
+            return cls is None or not runs_on_loop(cls)
+        if path in ("/metadata", "/schema"):
+            return self._env_cls is None
+        return False
+
     def env_class(self) -> type:
         """The environment class (for a non-class factory: by creating and closing one instance, once)."""
         cls = self._env_cls
