@@ -66,8 +66,7 @@ def instances_remedy(max_servers: int | None) -> str:
     """
     more = f"raise max_servers (now {max_servers}), " if max_servers is not None else ""
     return (
-        f"Run fewer instances at once, {more}or {RAISE_SESSION_LIMIT}: "
-        "the servers must hold the generation batch size"
+        f"Run fewer instances at once, {more}or {RAISE_SESSION_LIMIT}: the servers must hold the generation batch size"
     )
 
 
