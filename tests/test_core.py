@@ -343,7 +343,8 @@ def test_timeouts_nan_inf_and_negative() -> None:
 
 def test_headers_are_checked_and_scrubbed() -> None:
     from openenv._core.errors import InvalidHeader
-    from openenv._core.options import check_headers, scrub
+    from openenv._core.options import check_headers
+    from openenv._core.urls import scrub
 
     assert check_headers({"X-Api-Key": "a b\tc"}) == {"X-Api-Key": "a b\tc"}
     for bad in ({"A": "SEKRIT\n"}, {"A": ""}, {"A": "caf\u00e9"}, {"A:": "x"}, {"": "x"}):

@@ -25,6 +25,7 @@ from openenv._core.capacity import (
     waits_for_capacity,
 )
 from openenv._core.errors import CapacityReached, ConnectError, SessionBusy, SessionLost
+from openenv._core.servers import RAISE_SESSION_LIMIT
 
 
 def _full(**details: object) -> CapacityReached:
@@ -103,13 +104,15 @@ def test_every_caller_words_the_wait_the_same_way() -> None:
     tools = still_full(_full(), 0.3, remedy=TOOLS_REMEDY, doing=" to read the environment's tools")
     assert str(tools) == (
         "at capacity; still full after waiting capacity_timeout=0.3 s with backoff to read the environment's "
-        "tools. Wait for its other clients, or raise the server's MAX_CONCURRENT_ENVS (code: CAPACITY_REACHED)"
+        f"tools. Wait for its other clients, or {RAISE_SESSION_LIMIT} (code: CAPACITY_REACHED)"
     )
     cli = CapacityWait(0.3, now=0.0, option="--capacity-timeout").retry().final(_full(), remedy="")
     assert str(cli) == (
         "at capacity; still full after waiting --capacity-timeout=0.3 s with backoff (code: CAPACITY_REACHED)"
     )
-    assert instances_remedy(4).startswith("Run fewer instances at once, raise max_servers (now 4), raise the server's")
+    assert instances_remedy(4).startswith("Run fewer instances at once, raise max_servers (now 4), or raise ")
+        "Run fewer instances at once, raise max_servers (now 4), or raise the server's"
+    )
     assert "max_servers" not in instances_remedy(None)
     unbounded = still_full(_full(), None)
     assert str(unbounded).startswith("at capacity; still full after waiting capacity_timeout=None with backoff")

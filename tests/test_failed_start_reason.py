@@ -91,4 +91,4 @@ def test_a_server_process_that_prints_a_banner_then_raises_quotes_the_exception(
     with pytest.raises(ProviderError) as info:
         Env.from_env(str(checkout), command=[sys.executable, str(script)], ready_timeout=60)
     first = str(info.value).splitlines()[0]
-    assert first.endswith("during start: it raised LookupError: Resource words not found.; last output lines:"), first
+    assert first.endswith(": it raised LookupError: Resource words not found.; last output lines:"), first

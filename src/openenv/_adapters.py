@@ -25,8 +25,8 @@ from ._core.errors import (
     error_from_frame,
 )
 from ._core.frames import describe_close
-from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, redact_logger, scrub, tls_hint
-from ._core.urls import Endpoints, redact_url
+from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, redact_logger, tls_hint
+from ._core.urls import Endpoints, redact_url, scrub
 
 if TYPE_CHECKING:
     import logging

@@ -290,7 +290,7 @@ def http_json(status: int, body: bytes, url: str, secrets: Iterable[str] = ()) -
     """
     import json
 
-    from .options import scrub
+    from .urls import scrub
 
     hidden = list(secrets)
 

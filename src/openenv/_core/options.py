@@ -7,7 +7,7 @@ import math
 import os
 import re
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeAlias, Union
@@ -15,7 +15,7 @@ from typing import Any, TypeAlias, Union
 from typing_extensions import TypedDict
 
 from .errors import InvalidHeader, InvalidOption
-from .urls import Endpoints, redact_target, redact_url, url_secrets
+from .urls import Endpoints, redact_target, redact_url, scrub, url_secrets
 
 __all__ = [
     "ClientOptions",
@@ -361,18 +361,6 @@ class ClientOptions:
     def secrets(self, url: str = "") -> list[str]:
         """What `scrub()` hides: the header values, and ``url``'s password and query values."""
         return [*self.headers.values(), *url_secrets(url)]
-
-
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` (and its part after a scheme such as ``Bearer``) hidden."""
-    parts: set[str] = set()
-    for secret in secrets:
-        for part in (secret, secret.strip(), secret.strip().rpartition(" ")[2]):
-            if len(part) >= 4:
-                parts.update((part, repr(part)[1:-1]))  # as is, and as a library's repr() quotes it
-    for part in sorted(parts, key=len, reverse=True):
-        text = text.replace(part, "<hidden>")
-    return text
 
 
 def tls_hint(url: str, exc: BaseException) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit, urlunsplit
 
@@ -23,6 +24,7 @@ __all__ = [
     "hide_url",
     "unhide_url",
     "url_secrets",
+    "scrub",
     "DEFAULT_SPACE_REGISTRY",
 ]
 
@@ -249,3 +251,15 @@ def space_url(repo_id: str) -> str:
 def space_image(repo_id: str, tag: str = "latest", registry: str = DEFAULT_SPACE_REGISTRY) -> str:
     """The Docker image of a Space: ``<registry>/<subdomain>:<tag>``."""
     return f"{registry.rstrip('/')}/{space_subdomain(repo_id)}:{tag}"
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` (and its part after a scheme such as ``Bearer``) hidden."""
+    parts: set[str] = set()
+    for secret in secrets:
+        for part in (secret, secret.strip(), secret.strip().rpartition(" ")[2]):
+            if len(part) >= 4:
+                parts.update((part, repr(part)[1:-1]))  # as is, and as a library's repr() quotes it
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "<hidden>")
+    return text
