@@ -6,6 +6,7 @@ from .foreign import OpenEnvProvider
 from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 from .ray import RayProvider
+from .harness import HarnessSession, HarnessSessionFactory, harness_factory
 from .trl import environment_factory
 
 __all__ = [
@@ -18,4 +19,7 @@ __all__ = [
     "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
+    "harness_factory",
+    "HarnessSessionFactory",
+    "HarnessSession",
 ]

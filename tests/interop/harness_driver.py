@@ -1,0 +1,154 @@
+"""Run in a venv with the released openenv 0.10.0 AND our package: OpenEnv's harness drives our sessions.
+
+    python harness_driver.py
+
+Serves our echo environment (no MCP tools: one ``action`` tool from its
+action schema) and the MCP tools demo (``openenv.server.tools_demo``) on
+127.0.0.1, builds ``harness_factory`` over each, in both flavours, and lets
+OpenEnv 0.10's own ``MCPHarnessAdapter.run_white_box`` (and its
+``build_harness_rollout_func``) drive them with a scripted ``model_step``
+standing in for the model.  Prints one JSON object: what OpenEnv saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openenv.aio as ours_aio
+import openenv.sync as ours
+from openenv.core.harness import (  # type: ignore[import-untyped, unused-ignore]
+    HarnessRunLimits,
+    MCPHarnessAdapter,
+    ModelStepResult,
+    ResourceSession,
+    ResourceSessionFactory,
+    _resolve_env_reward,
+    build_harness_rollout_func,
+)
+from openenv.core.llm_client import LLMResponse, ToolCall  # type: ignore[import-untyped, unused-ignore]
+from openenv.server import EnvServer
+from openenv.server.echo import EchoEnvironment
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+out: dict[str, Any] = {}
+LIMITS = HarnessRunLimits(max_turns=6)
+
+
+def scripted(turns: list[list[tuple[str, dict[str, Any]]]], seen: list[Any]) -> Callable[..., Any]:
+    """A ``model_step``: each turn asks for the next list of tool calls; then it answers with text only."""
+    script = list(turns)
+
+    def model_step(messages: list[dict[str, Any]], tools: list[Any], sampling: dict[str, Any]) -> Any:
+        seen.append({"messages": len(messages), "tools": [t.name for t in tools], "last": messages[-1]})
+        calls = script.pop(0) if script else []
+        tool_calls = [ToolCall(id=f"c{len(seen)}_{i}", name=name, args=args) for i, (name, args) in enumerate(calls)]
+        return ModelStepResult(response=LLMResponse(content="" if calls else "done", tool_calls=tool_calls))
+
+    return model_step
+
+
+def until(check: Callable[[], bool], timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def rollout(session: Any, turns: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
+    seen: list[Any] = []
+    result = MCPHarnessAdapter().run_white_box(scripted(turns, seen), session, LIMITS)
+    verify = session.verify(result.messages)
+    return {
+        "first": seen[0]["last"]["content"],
+        "tools": seen[0]["tools"],
+        "tool_messages": [m["content"] for m in result.messages if m.get("role") == "tool"],
+        "trace": [
+            {"name": e.tool_name, "done": e.result.done, "error": e.result.error, "metadata": e.result.metadata}
+            for e in result.tool_trace
+        ],
+        "done": result.done,
+        "turns": result.metrics["turns"],
+        "verify": {"env_reward": verify.env_reward, "done": verify.done, "metrics": verify.metrics},
+        "resolved": _resolve_env_reward(result, verify),
+    }
+
+
+TOOLS_TURNS = [
+    [("add", {"a": 2, "b": 3}), ("greet", {"name": "harness"})],
+    [("add", {"a": "two", "b": 3})],  # a failed call: the demo scores it 0.0, the text says why
+    [("nope", {})],  # not a tool: OpenEnv's convention, KeyError (the adapter does not catch it)
+]
+
+with EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server, EnvServer(EchoEnvironment, max_sessions=4) as echo:
+    # ---------------------------------------------------------------- openenv.sync
+    factory = ours.harness_factory(tools_server.url)
+    out["sync_is_factory"] = isinstance(factory, ResourceSessionFactory)
+    session = factory.create({"prompt": [{"role": "user", "content": "Add 2 and 3."}], "seed": 7}, episode_id="e1")
+    out["sync_is_session"] = isinstance(session, ResourceSession)
+    out["sync_initial"] = session.initial_messages()
+    out["sync_sessions_open"] = tools_server.active_sessions
+    try:
+        rollout(session, TOOLS_TURNS)
+    except KeyError as exc:
+        out["sync_unknown_tool"] = str(exc)
+    session.close()
+    session = factory.create("Add 2 and 3.")
+    out["sync_tools"] = rollout(session, TOOLS_TURNS[:2])
+    session.close()
+    out["sync_sessions_after_close"] = until(lambda: tools_server.active_sessions == 0)
+    # OpenEnv's own TRL-compatible rollout function: create, run_white_box, verify, _resolve_env_reward, close
+    func = build_harness_rollout_func(
+        session_factory=factory,
+        harness_adapter=MCPHarnessAdapter(),
+        model_step_builder=lambda trainer, session: scripted([[("add", {"a": 1, "b": 1})]], []),
+        limits=LIMITS,
+    )
+    built = func(["p1", [{"role": "user", "content": "p2"}]], None)
+    out["sync_rollout_func"] = {"env_reward": built["env_reward"], "verify_metrics": built["verify_metrics"]}
+    factory.close()
+    out["sync_sessions_after_factory_close"] = until(lambda: tools_server.active_sessions == 0)
+
+    echo_factory = ours.harness_factory(echo.url)
+    with echo_factory:
+        session = echo_factory.create(None, seed=1)
+        out["sync_echo"] = rollout(session, [[("action", {"message": "hello"})], [("action", {"message": "hi"})]])
+        session.close()
+    out["sync_echo_after"] = until(lambda: echo.active_sessions == 0)
+
+    # ---------------------------------------------------------------- openenv.aio
+    async def aio_part() -> None:
+        factory = await ours_aio.harness_factory(echo.url)
+        out["aio_is_factory"] = isinstance(factory, ResourceSessionFactory)
+        # three rollouts at once: the sessions live on this loop; OpenEnv's synchronous harness runs in
+        # worker threads, and each session call runs on the loop
+        sessions = [await factory.create({"prompt": f"task {i}"}, seed=i) for i in range(3)]
+        threads_before = threading.active_count()
+        runs = [
+            asyncio.to_thread(rollout, s, [[("action", {"message": "x" * (i + 1)})], [("action", {"message": "abc"})]])
+            for i, s in enumerate(sessions)
+        ]
+        results = await asyncio.gather(*runs)
+        out["aio_threads_added"] = threading.active_count() - threads_before  # asyncio's to_thread workers only
+        out["aio_echo"] = results
+        out["aio_sessions_open"] = echo.active_sessions
+        for s in sessions:
+            await s.close()
+        await factory.close()
+        out["aio_loop_session"] = sessions[0]
+
+    asyncio.run(aio_part())
+    out["aio_sessions_after"] = until(lambda: echo.active_sessions == 0)
+    # with its loop gone, the aio session refuses plain calls and says what to use instead
+    try:
+        out.pop("aio_loop_session").call_tool("action", {"message": "late"})
+    except TypeError as exc:
+        out["aio_no_loop"] = str(exc)
+
+print(json.dumps(out, default=str))

@@ -1,0 +1,95 @@
+"""OpenEnv 0.10's harness rollout API (``openenv.core.harness``) driving ``harness_factory``'s sessions.
+
+``harness_driver.py`` runs in the ``providers-0.10.0`` venv (the released
+``openenv==0.10.0`` and our checkout, editable, beside it: built once by
+``test_openenv_providers.py``'s fixture, reused here), against our real
+embedded servers: OpenEnv's ``MCPHarnessAdapter.run_white_box`` and
+``build_harness_rollout_func`` with a scripted ``model_step``, both flavours.
+One driver run (a released ``openenv.core`` import costs seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import record
+from .test_openenv_providers import providers_python  # noqa: F401 - the venv fixture, shared
+
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-openenv-providers")]
+
+DRIVER = Path(__file__).with_name("harness_driver.py")
+
+
+@pytest.fixture(scope="module")
+def driven(providers_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:  # noqa: F811
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [str(providers_python), str(DRIVER)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path_factory.mktemp("harness"),
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_sync_factory_is_openenvs(driven: dict[str, Any]) -> None:
+    """The sync factory and its sessions are OpenEnv's ABCs; a session holds one server session until closed."""
+    assert driven["sync_is_factory"] and driven["sync_is_session"]
+    # the dataset row's prompt, with the reset's rendered text appended as TRL appends it
+    assert driven["sync_initial"] == [{"role": "user", "content": 'Add 2 and 3.\n\n{"tool_calls":0}'}]
+    assert driven["sync_sessions_open"] == 1
+    assert driven["sync_sessions_after_close"] and driven["sync_sessions_after_factory_close"]
+    assert "Unknown tool: 'nope'" in driven["sync_unknown_tool"] and "add, fail, greet" in driven["sync_unknown_tool"]
+    record("ours (sync)", "openenv 0.10.0 ResourceSessionFactory", "harness_factory(url)")
+
+
+def test_run_white_box_mcp_tools(driven: dict[str, Any]) -> None:
+    """MCPHarnessAdapter.run_white_box over the MCP tools demo: text, step rewards, a failed call's 0.0 and error."""
+    run = driven["sync_tools"]
+    assert run["tools"] == ["add", "fail", "greet"]
+    assert run["tool_messages"][:2] == ["5", "Hello, harness!"]
+    assert run["tool_messages"][2].startswith("Error: ") and "valid integer" in run["tool_messages"][2]
+    assert [e["metadata"]["step_reward"] for e in run["trace"]] == [1.0, 1.0, 0.0]
+    assert [e["metadata"]["reward"] for e in run["trace"]] == [1.0, 2.0, 2.0]  # the episode's, so far
+    assert [e["error"] is not None for e in run["trace"]] == [False, False, True]
+    assert run["verify"] == {"env_reward": 2.0, "done": False, "metrics": {"tool_calls": 3, "tool_errors": 1}}
+    assert run["resolved"] == 2.0  # OpenEnv's _resolve_env_reward: the trace and verify agree
+    # OpenEnv's build_harness_rollout_func: create, run, verify, resolve, close, for each prompt
+    assert driven["sync_rollout_func"]["env_reward"] == [1.0, 1.0]
+    record("ours (sync)", "openenv 0.10.0 MCPHarnessAdapter.run_white_box", "MCP tools, rewards, errors")
+
+
+def test_run_white_box_action_schema(driven: dict[str, Any]) -> None:
+    """An environment without MCP tools: one ``action`` tool (``step`` is reserved by OpenEnv), each call a step."""
+    run = driven["sync_echo"]
+    assert run["tools"] == ["action"]
+    assert run["first"] == "Echo environment ready!"
+    assert run["tool_messages"] == ["hello", "hi"]
+    assert [e["metadata"]["step_reward"] for e in run["trace"]] == [0.5, 0.2]
+    assert run["verify"]["env_reward"] == pytest.approx(0.7) and run["resolved"] == pytest.approx(0.7)
+    assert driven["sync_echo_after"]
+
+
+def test_aio_factory_driven_from_worker_threads(driven: dict[str, Any]) -> None:
+    """The aio factory: made on a loop; OpenEnv's synchronous harness runs in worker threads, the IO on the loop."""
+    assert driven["aio_is_factory"]
+    runs = driven["aio_echo"]
+    assert [r["first"] for r in runs] == [f"task {i}\n\nEcho environment ready!" for i in range(3)]
+    assert [r["tool_messages"] for r in runs] == [["x", "abc"], ["xx", "abc"], ["xxx", "abc"]]
+    assert [r["resolved"] for r in runs] == pytest.approx([0.4, 0.5, 0.6])
+    assert driven["aio_sessions_open"] == 3 and driven["aio_sessions_after"]
+    # the three harness threads are asyncio.to_thread's: the sessions themselves add none
+    assert driven["aio_threads_added"] <= 3
+    assert "openenv.sync.harness_factory" in driven["aio_no_loop"]
+    record("ours (async)", "openenv 0.10.0 MCPHarnessAdapter.run_white_box", "from worker threads")
