@@ -80,13 +80,16 @@ def rollout(session: Any, turns: list[list[tuple[str, dict[str, Any]]]]) -> dict
     }
 
 
-TOOLS_TURNS = [
+TOOLS_TURNS: list[list[tuple[str, dict[str, Any]]]] = [
     [("add", {"a": 2, "b": 3}), ("greet", {"name": "harness"})],
     [("add", {"a": "two", "b": 3})],  # a failed call: the demo scores it 0.0, the text says why
     [("nope", {})],  # not a tool: OpenEnv's convention, KeyError (the adapter does not catch it)
 ]
 
-with EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server, EnvServer(EchoEnvironment, max_sessions=4) as echo:
+with (
+    EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server,
+    EnvServer(EchoEnvironment, max_sessions=4) as echo,
+):
     # ---------------------------------------------------------------- openenv.sync
     factory = ours.harness_factory(tools_server.url)
     out["sync_is_factory"] = isinstance(factory, ResourceSessionFactory)

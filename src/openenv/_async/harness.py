@@ -120,7 +120,7 @@ class HarnessSession:
         return result_type(data=text, done=env.done, metadata=metadata, error=error)
 
     def verify(self, transcript: list[dict[str, Any]], final_state: Any = None) -> Any:
-        """OpenEnv's ``VerifyResult``: ``env_reward`` is the episode's reward (the class's ``reward``), ``done`` its end.
+        """OpenEnv's ``VerifyResult``: ``env_reward`` is the episode's reward, ``done``: its end.
 
         ``metrics`` counts this session's tool calls and failed ones.
         """

@@ -3,10 +3,10 @@
 
 from .env import Env
 from .foreign import OpenEnvProvider
+from .harness import HarnessSession, HarnessSessionFactory, harness_factory
 from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 from .ray import RayProvider
-from .harness import HarnessSession, HarnessSessionFactory, harness_factory
 from .trl import environment_factory
 
 __all__ = [
