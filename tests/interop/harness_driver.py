@@ -1,22 +1,35 @@
 """Run in a venv with the released openenv 0.10.0 AND our package: OpenEnv's harness drives our sessions.
 
-    python harness_driver.py
+    python harness_driver.py [DOCS_BLOCK]
 
 Serves our echo environment (no MCP tools: one ``action`` tool from its
 action schema) and the MCP tools demo (``openenv.server.tools_demo``) on
 127.0.0.1, builds ``harness_factory`` over each, in both flavours, and lets
 OpenEnv 0.10's own ``MCPHarnessAdapter.run_white_box`` (and its
 ``build_harness_rollout_func``) drive them with a scripted ``model_step``
-standing in for the model.  Prints one JSON object: what OpenEnv saw.
+standing in for the model; the factory pickled into a spawned process; and
+DOCS_BLOCK (the TRL guide's harness example, its ``http://localhost:8000``
+replaced by the echo server's URL) run as a script.  Prints one JSON object:
+what OpenEnv saw.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import io
 import json
+import multiprocessing
+import os
+import pickle
+import runpy
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import openenv.aio as ours_aio
@@ -86,72 +99,106 @@ TOOLS_TURNS: list[list[tuple[str, dict[str, Any]]]] = [
     [("nope", {})],  # not a tool: OpenEnv's convention, KeyError (the adapter does not catch it)
 ]
 
-with (
-    EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server,
-    EnvServer(EchoEnvironment, max_sessions=4) as echo,
-):
-    # ---------------------------------------------------------------- openenv.sync
-    factory = ours.harness_factory(tools_server.url)
-    out["sync_is_factory"] = isinstance(factory, ResourceSessionFactory)
-    session = factory.create({"prompt": [{"role": "user", "content": "Add 2 and 3."}], "seed": 7}, episode_id="e1")
-    out["sync_is_session"] = isinstance(session, ResourceSession)
-    out["sync_initial"] = session.initial_messages()
-    out["sync_sessions_open"] = tools_server.active_sessions
-    try:
-        rollout(session, TOOLS_TURNS)
-    except KeyError as exc:
-        out["sync_unknown_tool"] = str(exc)
-    session.close()
-    session = factory.create("Add 2 and 3.")
-    out["sync_tools"] = rollout(session, TOOLS_TURNS[:2])
-    session.close()
-    out["sync_sessions_after_close"] = until(lambda: tools_server.active_sessions == 0)
-    # OpenEnv's own TRL-compatible rollout function: create, run_white_box, verify, _resolve_env_reward, close
-    func = build_harness_rollout_func(
-        session_factory=factory,
-        harness_adapter=MCPHarnessAdapter(),
-        model_step_builder=lambda trainer, session: scripted([[("add", {"a": 1, "b": 1})]], []),
-        limits=LIMITS,
-    )
-    built = func(["p1", [{"role": "user", "content": "p2"}]], None)
-    out["sync_rollout_func"] = {"env_reward": built["env_reward"], "verify_metrics": built["verify_metrics"]}
-    factory.close()
-    out["sync_sessions_after_factory_close"] = until(lambda: tools_server.active_sessions == 0)
 
-    echo_factory = ours.harness_factory(echo.url)
-    with echo_factory:
-        session = echo_factory.create(None, seed=1)
-        out["sync_echo"] = rollout(session, [[("action", {"message": "hello"})], [("action", {"message": "hi"})]])
+def main(docs_block: str) -> None:
+    with (
+        EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server,
+        EnvServer(EchoEnvironment, max_sessions=4) as echo,
+    ):
+        # ---------------------------------------------------------------- openenv.sync
+        factory = ours.harness_factory(tools_server.url)
+        out["sync_is_factory"] = isinstance(factory, ResourceSessionFactory)
+        session = factory.create({"prompt": [{"role": "user", "content": "Add 2 and 3."}], "seed": 7}, episode_id="e1")
+        out["sync_is_session"] = isinstance(session, ResourceSession)
+        out["sync_initial"] = session.initial_messages()
+        out["sync_sessions_open"] = tools_server.active_sessions
+        try:
+            rollout(session, TOOLS_TURNS)
+        except KeyError as exc:
+            out["sync_unknown_tool"] = str(exc)
         session.close()
-    out["sync_echo_after"] = until(lambda: echo.active_sessions == 0)
+        session = factory.create("Add 2 and 3.")
+        out["sync_tools"] = rollout(session, TOOLS_TURNS[:2])
+        session.close()
+        out["sync_sessions_after_close"] = until(lambda: tools_server.active_sessions == 0)
+        # OpenEnv's own TRL-compatible rollout function: create, run_white_box, verify, _resolve_env_reward, close
+        func = build_harness_rollout_func(
+            session_factory=factory,
+            harness_adapter=MCPHarnessAdapter(),
+            model_step_builder=lambda trainer, session: scripted([[("add", {"a": 1, "b": 1})]], []),
+            limits=LIMITS,
+        )
+        built = func(["p1", [{"role": "user", "content": "p2"}]], None)
+        out["sync_rollout_func"] = {"env_reward": built["env_reward"], "verify_metrics": built["verify_metrics"]}
+        factory.close()
+        out["sync_sessions_after_factory_close"] = until(lambda: tools_server.active_sessions == 0)
 
-    # ---------------------------------------------------------------- openenv.aio
-    async def aio_part() -> None:
-        factory = await ours_aio.harness_factory(echo.url)
-        out["aio_is_factory"] = isinstance(factory, ResourceSessionFactory)
-        # three rollouts at once: the sessions live on this loop; OpenEnv's synchronous harness runs in
-        # worker threads, and each session call runs on the loop
-        sessions = [await factory.create({"prompt": f"task {i}"}, seed=i) for i in range(3)]
-        threads_before = threading.active_count()
-        runs = [
-            asyncio.to_thread(rollout, s, [[("action", {"message": "x" * (i + 1)})], [("action", {"message": "abc"})]])
-            for i, s in enumerate(sessions)
-        ]
-        results = await asyncio.gather(*runs)
-        out["aio_threads_added"] = threading.active_count() - threads_before  # asyncio's to_thread workers only
-        out["aio_echo"] = results
-        out["aio_sessions_open"] = echo.active_sessions
-        for s in sessions:
-            await s.close()
-        await factory.close()
-        out["aio_loop_session"] = sessions[0]
+        echo_factory = ours.harness_factory(echo.url)
+        with echo_factory:
+            session = echo_factory.create(None, seed=1)
+            out["sync_echo"] = rollout(session, [[("action", {"message": "hello"})], [("action", {"message": "hi"})]])
+            session.close()
+        out["sync_echo_after"] = until(lambda: echo.active_sessions == 0)
 
-    asyncio.run(aio_part())
-    out["aio_sessions_after"] = until(lambda: echo.active_sessions == 0)
-    # with its loop gone, the aio session refuses plain calls and says what to use instead
+        # ---------------------------------------------------------------- openenv.aio
+        async def aio_part() -> None:
+            factory = await ours_aio.harness_factory(echo.url)
+            out["aio_is_factory"] = isinstance(factory, ResourceSessionFactory)
+            # three rollouts at once: the sessions live on this loop; OpenEnv's synchronous harness runs in
+            # worker threads, and each session call runs on the loop
+            sessions = [await factory.create({"prompt": f"task {i}"}, seed=i) for i in range(3)]
+            threads_before = threading.active_count()
+            turns = [[[("action", {"message": "x" * (i + 1)})], [("action", {"message": "abc"})]] for i in range(3)]
+            runs = [asyncio.to_thread(rollout, s, t) for s, t in zip(sessions, turns, strict=True)]
+            results = await asyncio.gather(*runs)
+            out["aio_threads_added"] = threading.active_count() - threads_before  # asyncio's to_thread workers only
+            out["aio_echo"] = results
+            out["aio_sessions_open"] = echo.active_sessions
+            for s in sessions:
+                await s.close()
+            await factory.close()
+            out["aio_loop_session"] = sessions[0]
+
+        asyncio.run(aio_part())
+        out["aio_sessions_after"] = until(lambda: echo.active_sessions == 0)
+        # with its loop gone, the aio session refuses plain calls and says what to use instead
+        try:
+            out.pop("aio_loop_session").call_tool("action", {"message": "late"})
+        except TypeError as exc:
+            out["aio_no_loop"] = str(exc)
+
+        # ---------------------------------------------------------------- pickled into a spawned process
+        # (TRL's HarnessRolloutWorker pickles its harness_session_factory, a callable returning a factory, into a
+        # process it starts with spawn): the factory pickles as its class's recipe and reaches the server from there
+        with ours.harness_factory(echo.url) as factory:
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as child:
+                out["spawned"] = child.submit(in_child, pickle.dumps(factory)).result(timeout=300)
+        out["spawned_after"] = until(lambda: echo.active_sessions == 0)
+
+        # ---------------------------------------------------------------- the TRL guide's example, as written
+        if docs_block:
+            script = Path(tempfile.mkdtemp()) / "harness_example.py"
+            script.write_text(docs_block.replace("http://localhost:8000", echo.url))
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                runpy.run_path(str(script), run_name="__main__")
+            out["docs_printed"] = printed.getvalue().splitlines()
+            out["docs_after"] = until(lambda: echo.active_sessions == 0)
+    print(json.dumps(out, default=str))
+
+
+def in_child(pickled: bytes) -> dict[str, Any]:
+    """In a spawned process: unpickle the factory, call it as TRL does, and run one rollout."""
+    factory = pickle.loads(pickled)()
+    session = factory.create("in a child", seed=3)
     try:
-        out.pop("aio_loop_session").call_tool("action", {"message": "late"})
-    except TypeError as exc:
-        out["aio_no_loop"] = str(exc)
+        run = rollout(session, [[("action", {"message": "child"})]])
+    finally:
+        session.close()
+    factory.close()
+    return {"is_factory": isinstance(factory, ResourceSessionFactory), "pid": os.getpid(), **run}
 
-print(json.dumps(out, default=str))
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "")

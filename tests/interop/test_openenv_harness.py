@@ -5,7 +5,8 @@
 ``test_openenv_providers.py``'s fixture, reused here), against our real
 embedded servers: OpenEnv's ``MCPHarnessAdapter.run_white_box`` and
 ``build_harness_rollout_func`` with a scripted ``model_step``, both flavours.
-One driver run (a released ``openenv.core`` import costs seconds).
+One driver run (a released ``openenv.core`` import costs 5 s), plus a spawned
+child that unpickles a factory (5 s more); the TRL guide's example runs in it too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ from .test_openenv_providers import providers_python  # noqa: F401 - the venv fi
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-openenv-providers")]
 
 DRIVER = Path(__file__).with_name("harness_driver.py")
+GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "trl.md"
+MARKER = (
+    "<!-- docs: skip needs openenv==0.10.0 installed beside this package; "
+    "tests/interop/test_openenv_harness.py runs this block (nox -s interop) -->"
+)
+
+
+def _docs_block() -> str:
+    """The TRL guide's harness example (the ``python`` block right after `MARKER`), as a reader pastes it."""
+    text = GUIDE.read_text()
+    after = text[text.index(MARKER) + len(MARKER) :].lstrip("\n")
+    assert after.startswith("```python\n"), "the harness example must follow its marker"
+    return after[len("```python\n") : after.index("\n```\n")] + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +45,7 @@ def driven(providers_python: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     done = subprocess.run(
-        [str(providers_python), str(DRIVER)],
+        [str(providers_python), str(DRIVER), _docs_block()],
         capture_output=True,
         text=True,
         timeout=300,
@@ -93,3 +107,18 @@ def test_aio_factory_driven_from_worker_threads(driven: dict[str, Any]) -> None:
     assert driven["aio_threads_added"] <= 3
     assert "openenv.sync.harness_factory" in driven["aio_no_loop"]
     record("ours (async)", "openenv 0.10.0 MCPHarnessAdapter.run_white_box", "from worker threads")
+
+
+def test_factory_pickles_into_a_spawned_process(driven: dict[str, Any]) -> None:
+    """Pickled (by its class's recipe) into a spawned process and called there, as TRL's HarnessRolloutWorker does."""
+    child = driven["spawned"]
+    assert child["is_factory"] and child["first"] == "in a child\n\nEcho environment ready!"
+    assert child["tool_messages"] == ["child"] and child["resolved"] == 0.5
+    assert driven["spawned_after"]
+    record("ours (sync)", "openenv 0.10.0 ResourceSessionFactory", "pickled into a spawned process")
+
+
+def test_the_guides_example_runs(driven: dict[str, Any]) -> None:
+    """docs/guides/trl.md's harness example, run as written against an echo server; it prints what it says."""
+    assert driven["docs_printed"] == ["['action']", "hello", "0.5"]
+    assert driven["docs_after"]
