@@ -34,7 +34,14 @@ from typing import Any
 
 import openenv.aio as ours_aio
 import openenv.sync as ours
-from openenv.core.harness import (  # type: ignore[import-untyped, unused-ignore]
+from openenv.server import EnvServer
+from openenv.server.echo import EchoEnvironment
+from openenv.server.tools_demo import ToolsDemoEnvironment
+
+#: what of OpenEnv importing our facades and servers loaded: nothing (it is imported when harness_factory is called)
+OPENENV_AT_IMPORT = sorted(m for m in sys.modules if m == "openenv.core" or m.startswith("openenv.core."))
+
+from openenv.core.harness import (  # type: ignore[import-untyped, unused-ignore]  # noqa: E402
     HarnessRunLimits,
     MCPHarnessAdapter,
     ModelStepResult,
@@ -43,12 +50,9 @@ from openenv.core.harness import (  # type: ignore[import-untyped, unused-ignore
     _resolve_env_reward,
     build_harness_rollout_func,
 )
-from openenv.core.llm_client import LLMResponse, ToolCall  # type: ignore[import-untyped, unused-ignore]
-from openenv.server import EnvServer
-from openenv.server.echo import EchoEnvironment
-from openenv.server.tools_demo import ToolsDemoEnvironment
+from openenv.core.llm_client import LLMResponse, ToolCall  # type: ignore[import-untyped, unused-ignore]  # noqa: E402
 
-out: dict[str, Any] = {}
+out: dict[str, Any] = {"openenv_at_import": OPENENV_AT_IMPORT}
 LIMITS = HarnessRunLimits(max_turns=6)
 
 

@@ -59,6 +59,7 @@ def driven(providers_python: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def test_sync_factory_is_openenvs(driven: dict[str, Any]) -> None:
     """The sync factory and its sessions are OpenEnv's ABCs; a session holds one server session until closed."""
+    assert driven["openenv_at_import"] == []  # openenv.sync / openenv.aio import no OpenEnv, even where it is
     assert driven["sync_is_factory"] and driven["sync_is_session"]
     # the dataset row's prompt, with the reset's rendered text appended as TRL appends it
     assert driven["sync_initial"] == [{"role": "user", "content": 'Add 2 and 3.\n\n{"tool_calls":0}'}]
