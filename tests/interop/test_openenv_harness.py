@@ -22,7 +22,9 @@ import pytest
 from .conftest import record
 from .test_openenv_providers import providers_python  # noqa: F401 - the venv fixture, shared
 
-pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-openenv-providers")]
+# a group of its own: it runs beside test_openenv_providers.py on another worker (the venv fixture's file lock
+# lets one of them build the venv, the other waits for it)
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop-openenv-harness")]
 
 DRIVER = Path(__file__).with_name("harness_driver.py")
 GUIDE = Path(__file__).parents[2] / "docs" / "guides" / "trl.md"
