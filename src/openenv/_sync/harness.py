@@ -34,6 +34,8 @@ from .._core import harness as core
 from .._core import trl as trl_core
 from .._core.errors import EnvClosed
 from .._shim_sync import callable_from_threads, current_loop
+from .pool import EnvPool
+from .providers import Provider
 from .trl import TRLEnvironment, environment_factory
 
 __all__ = ["harness_factory", "HarnessSessionFactory", "HarnessSession"]
@@ -217,7 +219,7 @@ class HarnessSessionFactory:
     close = callable_from_threads(close, _NO_LOOP)
 
 
-def harness_factory(target: Any, **kwargs: Any) -> HarnessSessionFactory:
+def harness_factory(target: str | Provider | EnvPool[Any, Any, Any], **kwargs: Any) -> HarnessSessionFactory:
     """OpenEnv's ``ResourceSessionFactory`` (``openenv.core.harness``, OpenEnv 0.10) for an OpenEnv environment.
 
     Takes what `environment_factory` takes (a server URL, a Docker image or
@@ -238,6 +240,13 @@ def harness_factory(target: Any, **kwargs: Any) -> HarnessSessionFactory:
     * ``close()``: ends the session.
 
     ``factory.close()`` (or the ``with`` block) stops what it started.
+
+    Args:
+        target: what `environment_factory` takes.
+        **kwargs: `environment_factory`'s options.
+
+    Returns:
+        The factory (a virtual subclass of OpenEnv's ``ResourceSessionFactory``).
 
     Raises:
         ImportError: OpenEnv 0.10 (``openenv.core.harness``) is not installed beside this package.
