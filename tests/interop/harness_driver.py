@@ -34,7 +34,7 @@ from typing import Any
 
 import openenv.aio as ours_aio
 import openenv.sync as ours
-from openenv.server import EnvServer
+from openenv.server import EnvServer, tool
 from openenv.server.echo import EchoEnvironment
 from openenv.server.tools_demo import ToolsDemoEnvironment
 
@@ -104,6 +104,45 @@ TOOLS_TURNS: list[list[tuple[str, dict[str, Any]]]] = [
 ]
 
 
+STARTED = threading.Event()  # the blocking tool is running on the server
+RELEASE = threading.Event()  # lets it return
+
+
+class BlockingTools(ToolsDemoEnvironment):
+    """The tools demo plus ``wait()``, which blocks until the driver releases it (a call in flight)."""
+
+    @tool
+    def wait(self) -> str:
+        """Block until released."""
+        STARTED.set()
+        RELEASE.wait(60)
+        return "released"
+
+
+def close_in_flight(url: str) -> dict[str, Any]:
+    """TRL's harness worker on stop: ``close()`` from another thread while a call is in flight."""
+    factory = ours.harness_factory(url)
+    session = factory.create("x")
+    seen: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            seen["result"] = session.call_tool("wait", {})
+        except Exception as exc:  # noqa: BLE001 - what the caller gets is the point
+            seen["raised"] = type(exc).__name__
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    STARTED.wait(60)
+    start = time.monotonic()
+    session.close()
+    caller.join(60)
+    seen["ended_in"] = time.monotonic() - start
+    RELEASE.set()
+    factory.close()
+    return seen
+
+
 def main(docs_block: str) -> None:
     with (
         EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server,
@@ -170,6 +209,11 @@ def main(docs_block: str) -> None:
             out.pop("aio_loop_session").call_tool("action", {"message": "late"})
         except TypeError as exc:
             out["aio_no_loop"] = str(exc)
+
+        # ---------------------------------------------------------------- close() while a call is in flight
+        with EnvServer(BlockingTools, max_sessions=2) as blocking:
+            out["close_in_flight"] = close_in_flight(blocking.url)
+            out["close_in_flight_after"] = until(lambda: blocking.active_sessions == 0)
 
         # ---------------------------------------------------------------- pickled into a spawned process
         # (TRL's HarnessRolloutWorker pickles its harness_session_factory, a callable returning a factory, into a

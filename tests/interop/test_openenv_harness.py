@@ -112,6 +112,14 @@ def test_aio_factory_driven_from_worker_threads(driven: dict[str, Any]) -> None:
     record("ours (async)", "openenv 0.10.0 MCPHarnessAdapter.run_white_box", "from worker threads")
 
 
+def test_close_from_another_thread_ends_a_call_in_flight(driven: dict[str, Any]) -> None:
+    """As TRL's harness worker does on stop: the call in flight raises SessionLost at once; nothing stays open."""
+    seen = driven["close_in_flight"]
+    assert seen.get("raised") == "SessionLost" and "result" not in seen
+    assert seen["ended_in"] < 3.0  # IN_TIME: the tool itself would block for 60 s
+    assert driven["close_in_flight_after"]
+
+
 def test_factory_pickles_into_a_spawned_process(driven: dict[str, Any]) -> None:
     """Pickled (by its class's recipe) into a spawned process and called there, as TRL's HarnessRolloutWorker does."""
     child = driven["spawned"]

@@ -132,7 +132,11 @@ class HarnessSession:
         return verdict(env_reward=env.reward, done=env.done, metrics=metrics, artifacts={"turns": len(transcript)})
 
     def close(self) -> None:
-        """End the session (its server slot is freed at once); idempotent."""
+        """End the session (its server slot is freed at once); idempotent.
+
+        From another thread, it also ends a call in flight, which raises
+        ``SessionLost`` (TRL's harness worker closes its live sessions so when it stops).
+        """
         self._closed = True
         self.environment._close_session()
 
