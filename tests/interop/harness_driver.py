@@ -147,7 +147,15 @@ def main(docs_block: str) -> None:
     with (
         EnvServer(ToolsDemoEnvironment, max_sessions=4) as tools_server,
         EnvServer(EchoEnvironment, max_sessions=4) as echo,
+        EnvServer(EchoEnvironment, max_sessions=2) as child_echo,  # the spawned process's alone
     ):
+        # ---------------------------------------------------------------- pickled into a spawned process
+        # (TRL's HarnessRolloutWorker pickles its harness_session_factory, a callable returning a factory, into a
+        # process it starts with spawn): the factory pickles as its class's recipe and reaches the server from there
+        pickled = ours.harness_factory(child_echo.url)
+        child = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        spawned = child.submit(in_child, pickle.dumps(pickled))
+
         # ---------------------------------------------------------------- openenv.sync
         factory = ours.harness_factory(tools_server.url)
         out["sync_is_factory"] = isinstance(factory, ResourceSessionFactory)
@@ -215,14 +223,11 @@ def main(docs_block: str) -> None:
             out["close_in_flight"] = close_in_flight(blocking.url)
             out["close_in_flight_after"] = until(lambda: blocking.active_sessions == 0)
 
-        # ---------------------------------------------------------------- pickled into a spawned process
-        # (TRL's HarnessRolloutWorker pickles its harness_session_factory, a callable returning a factory, into a
-        # process it starts with spawn): the factory pickles as its class's recipe and reaches the server from there
-        with ours.harness_factory(echo.url) as factory:
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as child:
-                out["spawned"] = child.submit(in_child, pickle.dumps(factory)).result(timeout=300)
-        out["spawned_after"] = until(lambda: echo.active_sessions == 0)
+        # the spawned process's rollout (started first: its import of OpenEnv overlaps the parts above)
+        out["spawned"] = spawned.result(timeout=300)
+        child.shutdown()
+        pickled.close()
+        out["spawned_after"] = until(lambda: child_echo.active_sessions == 0)
 
         # ---------------------------------------------------------------- the TRL guide's example, as written
         if docs_block:
