@@ -3,6 +3,7 @@
 
 from .env import Env
 from .foreign import OpenEnvProvider
+from .harness import HarnessSession, HarnessSessionFactory, harness_factory
 from .pool import EnvPool
 from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
 from .ray import RayProvider
@@ -18,4 +19,7 @@ __all__ = [
     "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
+    "harness_factory",
+    "HarnessSessionFactory",
+    "HarnessSession",
 ]

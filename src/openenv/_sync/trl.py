@@ -227,6 +227,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self._server: Server | None = None  # the server of ``_env`` (not for a pool)
         self._loop: object | None = current_loop()  # the event loop the session lives on (aio; None: sync)
         self._lock = new_lock()  # one call at a time per instance (reset and tools): never SessionBusy
+        self._last_reward: float | None = None  # the last tool call's own reward (harness sessions read it)
+        self._last_error: str | None = None  # the last tool call's error text, or None
         type(self)._openenv.add(self)
 
     @property
@@ -401,9 +403,11 @@ class TRLEnvironment(metaclass=_ToolsMeta):
 
     def _call_tool(self, spec: core.MethodSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         shared = self._openenv
+        self._last_reward = self._last_error = None
         try:
             arguments = core.bind_arguments(spec, args, kwargs)
         except TypeError as exc:
+            self._last_error = str(exc)
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
@@ -422,10 +426,12 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             outcome = env.call_tool(spec.tool, **arguments)
         except ToolError as exc:
             self._record(exc.reward, exc.done)  # a failed call is a step too: its penalty and end count
+            self._last_error = str(exc)
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
         except (ServerValidationError, ExecutionError) as exc:
+            self._last_error = str(exc)
             if shared.raise_tool_errors:
                 raise
             return f"Error: {exc}"
@@ -442,6 +448,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 f"the server of this {type(self).__name__} instance died, and its episode with it; {then}. {reason}"
             ) from exc
         self._record(outcome.reward, outcome.done)
+        if outcome.is_error:
+            self._last_error = core.render_tool_result(outcome)
         if outcome.is_error and shared.raise_tool_errors:
             raise ToolError(
                 core.render_tool_result(outcome),
@@ -453,6 +461,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         return (render or core.render_tool_result)(outcome)
 
     def _record(self, reward: float | None, done: bool) -> None:
+        self._last_reward = None if reward is None else float(reward)
         if reward is not None:
             self.reward = self.reward + float(reward) if self._openenv.reward == "sum" else float(reward)
         self.done = self.done or bool(done)

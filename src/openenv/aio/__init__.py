@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from .._async import DockerProvider as DockerProvider
 from .._async import Env as Env
 from .._async import EnvPool as EnvPool
+from .._async import HarnessSession as HarnessSession
+from .._async import HarnessSessionFactory as HarnessSessionFactory
 from .._async import OpenEnvProvider as OpenEnvProvider
 from .._async import ProcessProvider as ProcessProvider
 from .._async import Provider as Provider
@@ -16,6 +18,7 @@ from .._async import RayProvider as RayProvider
 from .._async import ServerProvider as ServerProvider
 from .._async import __all__ as _flavoured
 from .._async import environment_factory as environment_factory
+from .._async import harness_factory as harness_factory
 from .._core.codec import Codec as Codec
 from .._core.errors import BootstrapError as BootstrapError
 from .._core.errors import CapacityReached as CapacityReached
@@ -76,6 +79,9 @@ __all__ = [
     "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
+    "harness_factory",
+    "HarnessSessionFactory",
+    "HarnessSession",
     "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",

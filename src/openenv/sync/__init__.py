@@ -49,6 +49,8 @@ from .._facade import finish as _finish
 from .._sync import DockerProvider as DockerProvider
 from .._sync import Env as Env
 from .._sync import EnvPool as EnvPool
+from .._sync import HarnessSession as HarnessSession
+from .._sync import HarnessSessionFactory as HarnessSessionFactory
 from .._sync import OpenEnvProvider as OpenEnvProvider
 from .._sync import ProcessProvider as ProcessProvider
 from .._sync import Provider as Provider
@@ -56,6 +58,7 @@ from .._sync import RayProvider as RayProvider
 from .._sync import ServerProvider as ServerProvider
 from .._sync import __all__ as _flavoured
 from .._sync import environment_factory as environment_factory
+from .._sync import harness_factory as harness_factory
 
 if TYPE_CHECKING:
     from .._core.models import Action as Action
@@ -76,6 +79,9 @@ __all__ = [
     "OpenEnvProvider",
     "RayProvider",
     "environment_factory",
+    "harness_factory",
+    "HarnessSessionFactory",
+    "HarnessSession",
     "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",
