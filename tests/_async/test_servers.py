@@ -346,6 +346,31 @@ async def test_a_pool_says_replace_when_a_server_it_started_died(
         assert pool.providers[0] is not dead
 
 
+async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # max_servers=1: both sessions on one server; replace(i), as the error says, must start a new server for each
+    checkout = _checkout(tmp_path, monkeypatch)
+    app = Path(checkout) / "server" / "app.py"
+    app.write_text(app.read_text().replace("max_sessions=1", "max_sessions=2"))
+    async with await EnvPool.from_env(checkout, size=2, max_servers=1, ready_timeout=BOOT) as pool:
+        await pool.reset()
+        dead: Any = pool.providers[0]
+        pid = dead._child.pid
+        assert [p is dead for p in pool.providers] == [True, True]  # one server for both sessions
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(PoolError) as info:
+            await pool.step([{"message": "a"}, {"message": "b"}])
+        for index in (0, 1):
+            assert f"pool.replace({index}) starts a new server" in str(info.value.errors[index])
+        assert "ready" in str((await pool.replace(0)).observation)
+        assert "ready" in str((await pool.replace(1)).observation)
+        assert [p is dead for p in pool.providers] == [False, False]
+        assert pool.providers[0] is pool.providers[1]  # max_servers=1 holds: both moved to the one new server
+        assert dead._child is None  # the dead one was stopped (reaped) once no session named it
+        assert len(await pool.step([{"message": "c"}, {"message": "d"}])) == 2
+
+
 async def test_a_client_whose_own_server_died_says_reset_cannot_help(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
