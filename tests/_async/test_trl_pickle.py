@@ -8,6 +8,7 @@ dict of them) into a child process started with ``multiprocessing``'s
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import multiprocessing
 import os
@@ -168,6 +169,17 @@ async def test_an_unpickled_class_whose_server_is_gone_says_so(server_factory: A
                 _recv(conn, child)
         finally:
             child.join(BOOT)
+    finally:
+        await cls.close()
+
+
+async def test_what_a_class_pickles_never_shows_its_secrets(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=4)
+    cls = await environment_factory(server.url, headers={"Authorization": "Bearer s3cret-token"})
+    try:
+        reduced: Any = copyreg.dispatch_table[type(cls)](cls)  # what pickle writes for the class
+        recipe = reduced[1][0]
+        assert "s3cret" in str(recipe.options) and "s3cret" not in repr(recipe)
     finally:
         await cls.close()
 

@@ -841,6 +841,9 @@ class _Recipe:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     origin_pid: int = field(default_factory=os.getpid)
 
+    def __repr__(self) -> str:  # its options, env_vars and target may carry secrets (headers, tokens)
+        return f"<_Recipe {self.name} of {redact_url(self.target)} from process {self.origin_pid}>"
+
 
 #: the generated classes of this process, by recipe token: unpickling one here gives the class itself
 _CLASSES: weakref.WeakValueDictionary[str, type[TRLEnvironment]] = weakref.WeakValueDictionary()
