@@ -359,6 +359,9 @@ class PoolOpening:
         old, dead = self._envs[index], self._providers[index]
         self._providers[index] = None
         await quietly(old.close)
+        if dead is not None and not any(p is dead for p in self._providers):  # its last session left: stop it
+            await quietly(dead.stop)  # (also a server an earlier try started, before this try starts another)
+            self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not dead]
         known = [p for p, _ in self._dead_servers]
         live = [None if p is None or any(p is d for d in known) else p for p in self._providers]
         verify = self._env_options.get("verify")
@@ -367,9 +370,6 @@ class PoolOpening:
         )
         self._providers[index], self._urls[index] = providers[0], urls[0]
         env = self._envs[index] = self._new_env(urls[0])
-        if dead is not None and not any(p is dead for p in self._providers):  # its last session moved: stop it
-            await quietly(dead.stop)
-            self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not dead]
         try:
             result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
         finally:
