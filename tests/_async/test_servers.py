@@ -265,6 +265,34 @@ async def test_one_session_containers_per_instance_and_per_pool_session(docker_e
     assert set(_managed(docker_engine)) == before
 
 
+async def test_every_instance_on_a_server_that_died_gets_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two sessions on one server: the first instance to meet its death stops it; the second must hear the same
+    checkout = _checkout(tmp_path, monkeypatch)
+    app = Path(checkout) / "server" / "app.py"
+    app.write_text(app.read_text().replace("max_sessions=1", "max_sessions=2"))
+    cls = await environment_factory(checkout, ready_timeout=BOOT, capacity_timeout=BOOT, max_servers=2)
+    try:
+        a, b = cls(), cls()
+        await a.reset()
+        await b.reset()
+        servers = cls._openenv.servers
+        assert len(servers.servers) == 1  # both sessions on the one server
+        pid = a._server.root.provider._child.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGKILL)
+        for instance in (a, b):
+            with pytest.raises(SessionLost, match=r"(?s)instance died.*next reset\(\) starts a new server.*code -9"):
+                await instance.step(message="lost")
+        assert "ready" in (await b.reset() or "")  # a new server, for b too
+        assert "m1" in (await b.step(message="m1"))
+        assert "ready" in (await a.reset() or "")
+        assert "m2" in (await a.step(message="m2"))
+        assert not alive(pid) and len(servers.servers) == 1
+    finally:
+        await cls.close()
+
+
 async def test_environment_factory_replaces_a_server_that_died(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # issue 32: a one-session checkout, max_servers=2, one instance's server process killed
     checkout = _checkout(tmp_path, monkeypatch)
@@ -316,6 +344,31 @@ async def test_a_pool_says_replace_when_a_server_it_started_died(
         assert "code -9" in str(error) and info.value.results[1] is not None  # the other session went on
         assert "ready" in str((await pool.replace(0)).observation)
         assert pool.providers[0] is not dead
+
+
+async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # max_servers=1: both sessions on one server; replace(i), as the error says, must start a new server for each
+    checkout = _checkout(tmp_path, monkeypatch)
+    app = Path(checkout) / "server" / "app.py"
+    app.write_text(app.read_text().replace("max_sessions=1", "max_sessions=2"))
+    async with await EnvPool.from_env(checkout, size=2, max_servers=1, ready_timeout=BOOT) as pool:
+        await pool.reset()
+        dead: Any = pool.providers[0]
+        pid = dead._child.pid
+        assert [p is dead for p in pool.providers] == [True, True]  # one server for both sessions
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(PoolError) as info:
+            await pool.step([{"message": "a"}, {"message": "b"}])
+        for index in (0, 1):
+            assert f"pool.replace({index}) starts a new server" in str(info.value.errors[index])
+        assert "ready" in str((await pool.replace(0)).observation)
+        assert "ready" in str((await pool.replace(1)).observation)
+        assert [p is dead for p in pool.providers] == [False, False]
+        assert pool.providers[0] is pool.providers[1]  # max_servers=1 holds: both moved to the one new server
+        assert dead._child is None  # the dead one was stopped (reaped) once no session named it
+        assert len(await pool.step([{"message": "c"}, {"message": "d"}])) == 2
 
 
 async def test_a_client_whose_own_server_died_says_reset_cannot_help(

@@ -93,6 +93,15 @@ def test_readiness_errors_become_ours_with_the_cause_kept() -> None:
     assert not broken.running and "stop" in broken.calls
 
 
+def test_a_readiness_error_naming_the_urls_parts_apart_hides_them() -> None:
+    # what requests says for a sandbox that never answers: the host and the path, each on its own
+    said = ConnectionError("HTTPConnectionPool(host='127.0.0.1', port=1): Max retries exceeded with url: /cap-s3cr3t/x")
+    upstream = RuntimeLike(prefix="/cap-s3cr3t", fail_ready=said)
+    with pytest.raises(ProviderError, match="wait_for_ready failed: ConnectionError: HTTPConnectionPool") as info:
+        Env.from_provider(upstream, ready_timeout=30)
+    assert "s3cr3t" not in str(info.value) and "<hidden>/x" in str(info.value)
+
+
 def test_a_failed_start_still_runs_the_providers_stop() -> None:
     upstream = RuntimeLike(fail_start=RuntimeError("quota exceeded"))
     with pytest.raises(ProviderError, match="RuntimeLike failed to start: RuntimeError: quota exceeded") as info:

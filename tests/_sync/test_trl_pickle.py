@@ -8,6 +8,7 @@ dict of them) into a child process started with ``multiprocessing``'s
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import multiprocessing
 import os
@@ -172,6 +173,17 @@ def test_an_unpickled_class_whose_server_is_gone_says_so(server_factory: Any) ->
         cls.close()
 
 
+def test_what_a_class_pickles_never_shows_its_secrets(server_factory: Any) -> None:
+    server = server_factory(PenaltyToolsEnv, max_sessions=4)
+    cls = environment_factory(server.url, headers={"Authorization": "Bearer s3cret-token"})
+    try:
+        reduced: Any = copyreg.dispatch_table[type(cls)](cls)  # what pickle writes for the class
+        recipe = reduced[1][0]
+        assert "s3cret" in str(recipe.options) and "s3cret" not in repr(recipe)
+    finally:
+        cls.close()
+
+
 def _shout(result: Any) -> str:
     return str(result).upper()
 
@@ -195,3 +207,51 @@ def test_what_does_not_pickle_says_what_to_do(server_factory: Any) -> None:
     finally:
         lambdas.close()
         functions.close()
+
+
+class _SandboxProvider:
+    """An OpenEnv RuntimeProvider (start, wait_for_ready, stop) whose server runs already: a cloud sandbox."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def start(self, port: int | None = None, env_vars: Any = None) -> str:
+        return self.url
+
+    def wait_for_ready(self, timeout_s: float = 30.0) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+def _reset_and_show(factory: Any, conn: Connection) -> None:
+    try:
+        env = factory()
+        text = env.reset()
+        conn.send({"text": text, "repr": repr(env), "doc": factory.__doc__, "grows": factory._openenv.servers.grows})
+        factory.close()
+    except BaseException as exc:
+        conn.send(exc)
+
+
+def test_a_provider_class_reaches_the_providers_server_in_the_child_and_keeps_its_url_hidden(
+    server_factory: Any,
+) -> None:
+    """``provider=``: the child connects to the server the provider started (it cannot start one), URL hidden."""
+    server = server_factory(PenaltyToolsEnv, max_sessions=4)
+    port = server.url.rstrip("/").rpartition(":")[2]
+    cls = environment_factory("no-such-image-here", provider=_SandboxProvider(server.url), name="Sandboxed")
+    try:
+        assert "_SandboxProvider URL hidden" in repr(cls())
+        child, conn = _spawn(_reset_and_show, cls)
+        try:
+            seen = _recv(conn, child)
+        finally:
+            child.join(BOOT)
+        assert seen["text"] == "\n\nCall add(a, b). Failed calls cost 1.0."
+        assert not seen["grows"]  # like the parent's class: a provider serves one server
+        for shown in (seen["repr"], seen["doc"]):
+            assert "_SandboxProvider URL hidden" in shown and port not in shown
+    finally:
+        cls.close()

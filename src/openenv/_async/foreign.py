@@ -22,12 +22,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._blocking import external as _external
 from .._blocking.sources import classify_source
 from .._core.errors import CheckoutNotRunnable, InvalidURL, ProviderError, ReadinessTimeout
 from .._core.options import check_timeout
-from .._core.urls import hide_url, parse_base_url, unhide_url
+from .._core.urls import hide_url, parse_base_url, scrub, unhide_url, url_secrets
 from .._shim_async import run_blocking, run_cleanup
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider
@@ -411,11 +412,27 @@ class OpenEnvProvider:
             raise ProviderError(f"{self!r} was stopped before it became ready")
 
     def _scrub(self, exc: BaseException, url: str | None = None) -> str:
-        """``exc``'s message with the server's URL replaced by its label."""
+        """``exc``'s message with the server's URL replaced by its label, and its parts hidden.
+
+        An HTTP library's error names the parts apart (``host='abc.sandbox.example'``,
+        ``url: /capability/health``): a non-loopback host, the path and any
+        password or query value are each hidden too.
+        """
         text = str(exc)
         url = url or self._url
         if url:
             text = text.replace(url.rstrip("/"), self._label)
+            try:
+                parts = urlsplit(url)
+                host = parts.hostname or ""
+            except ValueError:
+                return text
+            secrets = url_secrets(url)
+            if host and host not in ("127.0.0.1", "localhost", "::1"):
+                secrets.append(host)
+            if parts.path.strip("/"):
+                secrets.append(parts.path.rstrip("/"))
+            text = scrub(text, secrets)
         return text
 
     # -- stop -------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from .._core.errors import (
 )
 from .._core.options import EnvOptions, check_options
 from .._core.servers import DEFAULT_MAX_SERVERS, check_max_servers
-from .._core.urls import redact_url
+from .._core.urls import hidden_label, hide_url, redact_url
 from .._shim_async import callable_from_threads, current_loop, new_lock, run_to_completion, sleep
 from .env import Env
 from .http import get_json
@@ -789,7 +789,8 @@ async def environment_factory(
     shared.recipe = _Recipe(
         name=class_name,
         # a provider's server, or one on a fixed port, is reached where it is; any other target is derived again
-        target=target if isinstance(target, str) and (root is None or port is None) else base_url,
+        target=target if isinstance(target, str) and provider is None and (root is None or port is None) else base_url,
+        hidden=hidden_label(base_url),  # a provider's capability URL stays hidden where the class is unpickled
         from_pool=pool is not None,
         start_kwargs={
             "use_docker": use_docker,
@@ -845,8 +846,12 @@ class _Recipe:
     raise_tool_errors: bool
     capacity_timeout: float | None
     get_reward: bool
+    hidden: str | None = None  # the label `hide_url` gave the target URL in the process that made the class
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     origin_pid: int = field(default_factory=os.getpid)
+
+    def __repr__(self) -> str:  # its options, env_vars and target may carry secrets (headers, tokens)
+        return f"<_Recipe {self.name} of {redact_url(self.target)} from process {self.origin_pid}>"
 
 
 #: the generated classes of this process, by recipe token: unpickling one here gives the class itself
@@ -890,6 +895,8 @@ def _rebuild(recipe: _Recipe) -> type[TRLEnvironment]:
     where = classify_source(recipe.target, use_docker=kw["use_docker"], tag=kw["tag"], registry=kw["registry"])
     if where.kind == "url":
         base_url = where.target
+        if recipe.hidden is not None:
+            hide_url(base_url, recipe.hidden)
         options["headers"] = hosted_headers(base_url, options.get("headers"))
         servers = ServerSet(Server(base_url, None))
     else:

@@ -23,6 +23,7 @@ __all__ = [
     "redact_target",
     "hide_url",
     "unhide_url",
+    "hidden_label",
     "url_secrets",
     "scrub",
     "DEFAULT_SPACE_REGISTRY",
@@ -156,6 +157,16 @@ def unhide_url(url: str) -> None:
         _HIDDEN.pop(key, None)
 
 
+def hidden_label(url: str) -> str | None:
+    """The label `hide_url` gave ``url`` (or a URL above it), else ``None``: what another process must hide too."""
+    key = _hidden_key(url) if _HIDDEN else None
+    if key is not None:
+        for hidden, label in list(_HIDDEN.items()):
+            if key == hidden or key.startswith(hidden + "/"):
+                return label
+    return None
+
+
 def redact_url(url: str) -> str:
     """``url`` fit to show in messages, reprs and logs: no secrets.
 
@@ -166,12 +177,9 @@ def redact_url(url: str) -> str:
     stay, so ``?token=abc&x=1`` shows as ``?token=***&x=***``; a bare item such
     as ``?abc`` becomes ``?***``), and a fragment becomes ``#***``.
     """
-    if _HIDDEN:
-        key = _hidden_key(url)
-        if key is not None:
-            for hidden, label in list(_HIDDEN.items()):
-                if key == hidden or key.startswith(hidden + "/"):
-                    return label
+    label = hidden_label(url)
+    if label is not None:
+        return label
     bare = "://" not in url  # "user:pw@host": the credentials are there all the same
     try:
         parts = urlsplit("//" + url if bare else url)

@@ -160,6 +160,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         self._replace_attempts = replace_attempts
         self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
         self._providers: list[Provider | None] = [None] * len(urls)
+        self._dead_servers: list[tuple[Provider, str]] = []  # servers found dead (see PoolOpening._death)
         self._factory: Callable[[int], Provider] | None = None
         self._max_servers: int | None = None  # the cap on servers started by the factory
         self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening

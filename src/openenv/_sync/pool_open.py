@@ -51,6 +51,7 @@ class PoolOpening:
     _envs: list[Env[Any, Any, Any]]
     _urls: list[str]
     _providers: list[Provider | None]
+    _dead_servers: list[tuple[Provider, str]]  # servers found dead, with why, while sessions still name them
     _growing: list[tuple[Env[Any, Any, Any], str]]
     _factory: Callable[[int], Provider] | None
     _max_servers: int | None
@@ -269,7 +270,7 @@ class PoolOpening:
                 continue
             key = id(provider)
             if key not in deaths:
-                deaths[key] = death_of(provider)
+                deaths[key] = self._death(provider)
             reason = deaths[key]
             if reason is not None:
                 message = dead_server_message(reason, replaced_by=f"pool.replace({index})")
@@ -315,23 +316,68 @@ class PoolOpening:
                 unreplaced[index] = exc
         return replaced, unreplaced
 
+    def _death(self, provider: Provider) -> str | None:
+        """Why ``provider``'s server died, else ``None`` (remembered: a stopped provider's check() knows no more)."""
+        for known, why in self._dead_servers:
+            if known is provider:
+                return why
+        reason = death_of(provider)
+        if reason is not None:
+            self._dead_servers.append((provider, reason))
+        return reason
+
     def _replace(self, index: int) -> StepResult[Any]:
         self._forget([index])
         provider = self._providers[index]
         shared = provider is not None and sum(p is provider for p in self._providers) > 1
-        plan = ReplacePlan(index, self._replace_attempts, own_server=self._factory is not None and not shared)
+        # a server that died serves no one: its sessions move to a live server or a new one, within max_servers
+        # (a shared one is checked here; one found dead before, its last session included, is remembered)
+        pool_started = self._factory is not None
+        moving = (
+            pool_started
+            and provider is not None
+            and (shared or any(p is provider for p, _ in self._dead_servers))
+            and self._death(provider) is not None
+        )
+        plan = ReplacePlan(index, self._replace_attempts, own_server=pool_started and (moving or not shared))
         while (delay := plan.next_try()) is not None:
             if delay:
                 sleep(delay)
             self._check_open()  # never a new session (or server) for a pool closed meanwhile
             try:
-                result = self._renew(index, plan.own_server)
+                result = (self._move(index) if moving else self._renew(index, plan.own_server))
             except OpenEnvError as exc:
                 plan.failed(exc)
                 continue
             self._core.replaced(index, result)
             return result
         raise plan.error() from plan.last
+
+    def _move(self, index: int) -> StepResult[Any]:
+        """One replacement try for a session of a shared server that died: placed as ``resize`` places one, reset."""
+        assert self._factory is not None
+        old, dead = self._envs[index], self._providers[index]
+        self._providers[index] = None
+        quietly(old.close)
+        if dead is not None and not any(p is dead for p in self._providers):  # its last session left: stop it
+            quietly(dead.stop)  # (also a server an earlier try started, before this try starts another)
+            self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not dead]
+        known = [p for p, _ in self._dead_servers]
+        live = [None if p is None or any(p is d for d in known) else p for p in self._providers]
+        verify = self._env_options.get("verify")
+        providers, urls, started = grow_servers(
+            self._factory, live, self._urls, [index], self._max_servers, self._ready_timeout, verify
+        )
+        self._providers[index], self._urls[index] = providers[0], urls[0]
+        env = self._envs[index] = self._new_env(urls[0])
+        try:
+            result: StepResult[Any] = self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+        finally:
+            if self._closed:  # close() ran meanwhile, after closing what was there: close what this try opened
+                quietly(env.close)
+                stop_all(started)
+        self._check_open()
+        return result
 
     def _renew(self, index: int, own_server: bool) -> StepResult[Any]:
         """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
@@ -342,6 +388,7 @@ class PoolOpening:
             self._providers[index] = None
             if provider is not None:
                 quietly(provider.stop)
+                self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not provider]
             provider = (make_providers(self._factory, [index]))[0]
             url = (start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
             self._providers[index], self._urls[index] = provider, url

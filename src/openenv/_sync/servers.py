@@ -39,6 +39,8 @@ class Server:
     load: int = 0
     #: started by `ServerSet.acquire` for the caller it was returned to, which has not looked yet
     fresh: bool = False
+    #: why it died, once `ServerSet.dead` found out (its provider is stopped then and knows no more)
+    died: str | None = None
 
 
 class ServerSet:
@@ -133,16 +135,20 @@ class ServerSet:
         Asked after a connection to it failed.  A dead server is dropped from
         the set (its sessions no longer count, so the next `acquire()` may
         start another within ``max_servers``) and stopped: its process group
-        reaped, its registry record and lease released.  A server the class did
+        reaped, its registry record and lease released.  Its other sessions,
+        asking next, get the same reason (its stopped provider knows no more).  A server the class did
         not start (a URL), or whose provider has no ``check()``, is never known dead.
         """
         root = server.root
         if root is None:
             return None
+        if server.died is not None:  # found dead (and stopped) already, for another of its sessions
+            return server.died
         reason = death_of(root.provider)
         if reason is None:
-            return None
+            return server.died  # another session found it dead (and stopped it) meanwhile, or None
         with self._lock:
+            server.died = reason
             known = server in self.servers
             if known:
                 self.servers.remove(server)
