@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import servers as core
@@ -34,7 +34,7 @@ logger = logging.getLogger("openenv.trl")
 class Server:
     """One server of the set: its URL, the client that owns its container or process, its sessions."""
 
-    base_url: str
+    base_url: str = field(repr=False)  # it may carry a token or a capability
     root: Env[Any, Any, Any] | None
     load: int = 0
     #: started by `ServerSet.acquire` for the caller it was returned to, which has not looked yet

@@ -297,8 +297,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
             result = await self._reset_session(kept)
         except ConnectError as exc:
             recipe = shared.recipe
-            if recipe is None or recipe.origin_pid == shared.pid:
-                raise
+            if recipe is None or recipe.origin_pid == shared.pid or shared.servers.grows:
+                raise  # here, or a class that starts its own servers: the error is about those, as is
             unreachable = type(exc)(core.unpickled_unreachable_message(recipe.name, recipe.origin_pid, str(exc)))
             unreachable.status = exc.status
             raise unreachable from exc
