@@ -221,3 +221,21 @@ def test_the_pool_drives_its_sessions_only_through_the_connection_seam(tmp_path:
     probe = tmp_path / "pool.py"
     probe.write_text("from .env import _schema_codec\nasync def f(env, sent):\n    env._abandon(sent)\n")
     assert _private_reaches(probe) == ["import _schema_codec", "env._abandon (line 3)"]
+
+
+def test_contributing_describes_every_room_as_allowed() -> None:
+    """CONTRIBUTING's "The rooms" names every room; a single room's "(may import ...)" is its ALLOWED set."""
+    import re
+
+    text = (SRC.parent.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    section = text.split("### The rooms", 1)[1].split("\n### ", 1)[0]
+    bold = " ".join(re.findall(r"\*\*(.+?)\*\*", section))  # **`_shim_async` / `_shim_sync`**: both
+    named = set(re.findall(r"`(\w+)`", bold)) | set(re.findall(r"`(\w+)` may import only", section))
+    assert set(ALLOWED) - named == set(), "rooms without a paragraph in CONTRIBUTING.md"
+    checked = set()
+    paragraph = r"^- \*\*`(\w+)`\*\* \((may import [^)]*|imports nothing of ours)\)"
+    for room, allowed in re.findall(paragraph, section, re.M):
+        said = set(re.findall(r"`(\w+)`", allowed))
+        assert said == ALLOWED[room], f"CONTRIBUTING.md: {room} may import {sorted(said)}, not {sorted(ALLOWED[room])}"
+        checked.add(room)
+    assert {"_core", "_blocking", "_async", "server", "_cli", "_reaper", "_ray_actor"} <= checked

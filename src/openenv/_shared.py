@@ -60,6 +60,7 @@ from ._core.errors import (
     ToolNotFound,
     UnknownMessageType,
 )
+from ._core.options import ClientOptions
 from ._core.pool import Completed, PoolMetrics
 from ._core.result import StepResult
 
@@ -93,6 +94,7 @@ __all__ = [
     "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",
+    "ClientOptions",
     "Codec",
     "Completed",
     "ConnectError",

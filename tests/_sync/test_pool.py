@@ -83,7 +83,7 @@ def test_max_concurrency_caps_requests_in_flight() -> None:
             results = pool.step([{"delta": i, "sleep": 0.5} for i in range(5)])
             assert [r.observation["count"] for r in results] == [0, 1, 2, 3, 4]
             assert PeakEnv.peak == 2
-            pool.step_async([{"delta": 1, "sleep": 0.5}] * 5)
+            pool.send([{"delta": 1, "sleep": 0.5}] * 5)
             metrics = pool.metrics
             assert (metrics.in_flight, metrics.queued) == (2, 3)
             done: list[Completed[Any]] = []
@@ -94,25 +94,34 @@ def test_max_concurrency_caps_requests_in_flight() -> None:
     assert PeakEnv.peak == 2
 
 
-def test_step_async_and_recv_return_the_fast_sessions_first(counter_server: Any) -> None:
+def test_send_and_recv_return_the_fast_sessions_first(counter_server: Any) -> None:
     with EnvPool(counter_server.url, size=3) as pool:
         pool.reset()
         slow = {"sleep": TOO_LATE}  # the fast session's two replies come first, even on a loaded machine
-        pool.step_async([{"delta": 1, **slow}, {"delta": 2}, {"delta": 3, **slow}])
+        pool.send([{"delta": 1, **slow}, {"delta": 2}, {"delta": 3, **slow}])
         with pytest.raises(SessionBusy):
             pool.step([{"delta": 1}] * 3)  # replies are outstanding
         first = pool.recv(min_results=1)
         assert [c.index for c in first] == [1]
         assert first[0].ok and first[0].result is not None and first[0].result.observation["count"] == 2
-        pool.step_async([{"delta": 5}], ids=[1])  # session 1 goes on while the others still run
+        pool.send([{"delta": 5}], ids=[1])  # session 1 goes on while the others still run
         rest = pool.recv(min_results=3)
         assert sorted(c.index for c in rest) == [0, 1, 2]
         counts = {c.index: c.result.observation["count"] for c in rest if c.result is not None}
         assert counts == {0: 1, 1: 7, 2: 3}
         assert pool.recv() == []  # nothing outstanding
-        pool.step_async([{"delta": 1, "sleep": TOO_LATE}], ids=[0])
+        pool.send([{"delta": 1, "sleep": TOO_LATE}], ids=[0])
         assert pool.recv(timeout=0.05) == []  # nothing arrived in time
         assert [c.index for c in pool.recv()] == [0]
+
+
+def test_step_async_is_a_deprecated_alias_of_send(counter_server: Any) -> None:
+    with EnvPool(counter_server.url, size=2) as pool:
+        pool.reset()
+        with pytest.warns(DeprecationWarning, match=r"EnvPool\.send\(\)"):
+            pool.step_async([{"delta": 4}], ids=[1])
+        [done] = pool.recv()
+        assert done.index == 1 and done.result is not None and done.result.observation["count"] == 4
 
 
 def test_autoreset_resets_a_finished_session_on_its_next_step(counter_server: Any) -> None:
@@ -184,7 +193,7 @@ def test_a_timed_out_session_is_reported_and_the_others_come_back(counter_server
         assert {i: r is None for i, r in info.value.results.items()} == {0: False, 1: True, 2: False}
         # recv reports a timeout as a completion (never waits past message_timeout)
         pool.reset(ids=[1])
-        pool.step_async([{"delta": 1, "sleep": TOO_LATE}], ids=[1])
+        pool.send([{"delta": 1, "sleep": TOO_LATE}], ids=[1])
         (done,) = pool.recv()
         assert done.index == 1 and isinstance(done.error, MessageTimeout) and not done.ok
 
@@ -243,7 +252,7 @@ def test_replace_by_hand_and_automatically(counter_server: Any) -> None:
         assert [r.observation["count"] for r in results] == [6, 0, 6]
         assert isinstance(pool.last_errors[1], ExecutionError)
         assert pool.metrics.replacements == 1 and pool.metrics.failures == 1
-        pool.step_async([{"delta": 99}], ids=[2])
+        pool.send([{"delta": 99}], ids=[2])
         (done,) = pool.recv()
         assert done.replaced and isinstance(done.error, ExecutionError)
         assert done.result is not None and done.result.observation["count"] == 0
@@ -344,7 +353,7 @@ def test_close_releases_everything_and_misuse_is_refused(server_factory: Any) ->
     with pool:
         pool.reset()
         until(lambda: server.active_sessions == 4)
-        pool.step_async([{"delta": 1, "sleep": 0.5}] * 4)
+        pool.send([{"delta": 1, "sleep": 0.5}] * 4)
     # closed with replies outstanding: every session is gone
     assert pool.closed and all(env.closed for env in pool.envs)
     until(lambda: server.active_sessions == 0)
@@ -488,7 +497,7 @@ def test_a_failed_replacement_keeps_the_other_sessions_results(counter_server: A
             assert info.value.results[0] is None
             assert {i: r.observation["count"] for i, r in info.value.results.items() if r is not None} == {1: 1, 2: 1}
             # recv: the error carries what this recv read (by index, None where unreplaced) ...
-            pool.step_async([{"delta": 1}] * 3)
+            pool.send([{"delta": 1}] * 3)
             with pytest.raises(PoolError, match="could not be replaced") as info:
                 pool.recv(3)
             assert list(info.value.errors) == [0]
@@ -571,20 +580,20 @@ def test_stale_completions_are_dropped_on_reset_and_replace(counter_server: Any)
         pool.reset()
         with pytest.raises(PoolError):
             pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[0])  # session 0 fails (and stays failed)
-        pool.step_async([{"delta": 1}], ids=[0])  # reported by the next recv: nothing was sent
+        pool.send([{"delta": 1}], ids=[0])  # reported by the next recv: nothing was sent
         pool.reset(ids=[0])
-        pool.step_async([{"delta": 1}], ids=[0])
+        pool.send([{"delta": 1}], ids=[0])
         done = pool.recv()
         assert [(c.index, c.ok) for c in done] == [(0, True)]
         with pytest.raises(PoolError):
             pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[0])
-        pool.step_async([{"delta": 1}], ids=[0])
+        pool.send([{"delta": 1}], ids=[0])
         pool.replace(0)
         assert pool.recv() == []
         # a removed session's outcome does not come back for the new session at its index
         with pytest.raises(PoolError):
             pool.step([{"delta": 1, "sleep": TOO_LATE}], ids=[1])
-        pool.step_async([{"delta": 1}], ids=[1])
+        pool.send([{"delta": 1}], ids=[1])
         pool.resize(1)
         pool.resize(2)
         assert pool.recv() == []
@@ -593,7 +602,7 @@ def test_stale_completions_are_dropped_on_reset_and_replace(counter_server: Any)
 def test_recv_with_timeout_zero_polls(counter_server: Any) -> None:
     with EnvPool(counter_server.url, size=1) as pool:
         pool.reset()
-        pool.step_async([{"delta": 1, "sleep": TOO_LATE}])
+        pool.send([{"delta": 1, "sleep": TOO_LATE}])
         assert pool.recv(timeout=0) == []
         (done,) = pool.recv()
         assert done.ok

@@ -12,6 +12,7 @@ replacements (with their messages).  It reads the clock and passes it in.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal
@@ -39,7 +40,7 @@ from .._core.servers import check_max_servers
 from .connection import Request, Ticket
 from .env import Env
 from .foreign import adopt_factory
-from .pool_checkout import Checkout
+from .pool_checkout import PoolCheckout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
@@ -72,7 +73,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     whichever is in first), so the sessions advance concurrently on their
     servers.  It takes no thread and no task per session: the blocking flavour
     uses only websockets' own reader threads, the event-loop flavour runs on the
-    caller's task.  [`step_async()`][openenv.sync.EnvPool.step_async] only sends;
+    caller's task.  [`send()`][openenv.sync.EnvPool.send] only sends;
     [`recv()`][openenv.sync.EnvPool.recv] returns the first replies to arrive.
 
     **Autoreset** (``autoreset=True``, Gymnasium's next-step mode): once a
@@ -108,7 +109,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     ([`metrics`][openenv.sync.EnvPool.metrics] counts both).  The pool carries one call
     at a time: a concurrent ``step``/``reset``/``recv`` (another thread or task) raises
     [`SessionBusy`][openenv.sync.SessionBusy], and so do ``step``/``reset`` while
-    ``step_async`` replies are outstanding.
+    ``send`` replies are outstanding.
 
     Args:
         base_url: one server (with ``size`` sessions on it) or a list of
@@ -171,7 +172,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         self._closed = False
         self._opened = False
         self._last_errors: dict[int, OpenEnvError] = {}
-        #: the asynchronous mode: requests encoded by step_async, and completions not returned yet
+        #: the asynchronous mode: requests encoded by send, and completions not returned yet
         self._calls: dict[int, Request] = {}
         self._ready: list[Completed[ObsT]] = []
 
@@ -583,7 +584,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         Raises:
             PoolError: sessions failed (``on_failure="raise"``) or could not
                 be replaced; ``results`` holds the others.
-            SessionBusy: another pool call is running, ``step_async`` replies
+            SessionBusy: another pool call is running, ``send`` replies
                 are outstanding, or a session is checked out.
             EnvClosed: the pool is closed.
         """
@@ -622,7 +623,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             TypeError: ``actions`` is one action (a dict or a model) instead of a list of them.
             ValueError: the number of actions differs from the number of sessions, or ``ids`` repeats one.
             IndexError: an index of ``ids`` is out of range.
-            SessionBusy: another pool call is running, ``step_async`` replies
+            SessionBusy: another pool call is running, ``send`` replies
                 are outstanding, or a session is checked out.
             EnvClosed: the pool is closed.
         """
@@ -661,10 +662,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
 
     # -- the asynchronous mode (EnvPool's send / recv) ----------------------------------------------------
 
-    async def step_async(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
+    async def send(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
         """Send each session of ``ids`` its action, without reading replies (read them with ``recv``).
 
-        Gymnasium's ``step_async`` / EnvPool's ``send``.  Within
+        The pair is EnvPool's ``send`` / ``recv`` (Gymnasium's ``step_async`` /
+        ``step_wait``; this pool's ``recv`` returns the first to finish, as
+        EnvPool's does, and the ``_async`` suffix stays the name of a flavour
+        only).  Within
         ``max_concurrency`` the requests go out at once; the rest are queued
         and sent as replies are read.  Autoreset and failed sessions behave
         as in ``step`` (a failed session's outcome is reported by the next ``recv``).
@@ -700,8 +704,22 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 self._abandon_all()
                 raise
 
+    async def step_async(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
+        """Deprecated alias of [`send()`][openenv.sync.EnvPool.send], kept for one release.
+
+        Raises:
+            DeprecationWarning: as a warning (not an exception) on every call; then it does what ``send`` does.
+        """
+        warnings.warn(
+            "EnvPool.step_async() is deprecated and will be removed in the next release: "
+            "call EnvPool.send() (the same arguments; read the replies with recv())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        await self.send(actions, ids)
+
     async def recv(self, min_results: int = 1, timeout: float | None = None) -> list[Completed[ObsT]]:
-        """Return the replies of ``step_async`` requests as they arrive: at least ``min_results`` of them.
+        """Return the replies of ``send`` requests as they arrive: at least ``min_results`` of them.
 
         Waits until ``min_results`` replies (or failures) are in, or until
         nothing is outstanding, or until ``timeout`` seconds passed (then it
@@ -799,7 +817,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             else:
                 await self._grow(size)
 
-    def checkout(self) -> Checkout[ActT, ObsT, StateT]:
+    def checkout(self) -> PoolCheckout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
 
         Use it as a context manager (entered like the pool itself): the block
@@ -816,4 +834,4 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             SessionBusy: on entering, when no session is free (all checked out, busy or failed).
             EnvClosed: on entering, when the pool is closed.
         """
-        return Checkout(self)
+        return PoolCheckout(self)

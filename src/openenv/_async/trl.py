@@ -170,8 +170,15 @@ class _Close:
 
     def __get__(self, instance: Any, owner: Any) -> _BoundClose:
         if instance is None:
-            return _BoundClose(owner._openenv.close, f"{owner.__name__}.close")
+            shared = getattr(owner, "_openenv", None)
+            if shared is None:  # the base class TRLEnvironment itself: no session, no server, nothing to close
+                return _BoundClose(_nothing, f"{owner.__name__}.close")
+            return _BoundClose(shared.close, f"{owner.__name__}.close")
         return _BoundClose(instance._close_session, f"{owner.__name__}().close")
+
+
+def _nothing() -> None:
+    return None
 
 
 class _BoundClose:

@@ -81,7 +81,7 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> in
         import uvicorn  # noqa: F401 - needed by uvicorn_config
 
         from openenv.server.app import DEFAULT_MAX_PENDING
-        from openenv.server.asgi import _serve, create_app, uvicorn_config
+        from openenv.server.asgi import create_app, serve, uvicorn_config
     except ImportError as exc:
         print(f"error: --asgi needs starlette and uvicorn (pip install 'openenv-twin[server]'): {exc}", file=sys.stderr)
         return 2
@@ -101,7 +101,7 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> in
         print(f"error: {exc}", file=sys.stderr)
         return 2
     name = app.state.protocol.name
-    _serve(config, on_ready=lambda url: print(f"serving {name} on {url}", file=sys.stderr, flush=True))
+    serve(config, on_ready=lambda url: print(f"serving {name} on {url}", file=sys.stderr, flush=True))
     return 0
 
 

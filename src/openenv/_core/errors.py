@@ -233,7 +233,19 @@ class FactoryError(ServerError):
 
 
 class SessionError(ServerError):
-    """A fatal session problem on the server; the connection was closed."""
+    """The server answered with a ``SESSION_ERROR`` frame and closed the connection.
+
+    A server error, named after its wire code as every
+    [`ServerError`][openenv.sync.ServerError] subclass is (``SESSION_ERROR``:
+    the server could not serve this session, e.g. a binary message, or a
+    ``session_id`` it does not know or that another WebSocket holds).  Not to
+    be confused with the client-state errors
+    [`SessionLost`][openenv.sync.SessionLost] (this client's connection is
+    gone) and [`SessionBusy`][openenv.sync.SessionBusy] (this client already
+    has a call in flight), which no server frame raises.  It is fatal: the
+    session's episode is lost, and later calls raise ``SessionLost`` until
+    ``reset()`` opens a new session.
+    """
 
     fatal = True
 

@@ -10,7 +10,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias, Union
+from typing import Any, TypeAlias
 
 from typing_extensions import TypedDict
 
@@ -45,7 +45,7 @@ CLOSE_TIMEOUT = 5.0
 #: How to check the server's TLS certificate (httpx's convention): ``True``
 #: (the default trust store), a CA bundle file or directory, an
 #: `ssl.SSLContext`, or ``False`` (no check at all).
-VerifyTypes: TypeAlias = Union[bool, str, "os.PathLike[str]", ssl.SSLContext]
+VerifyTypes: TypeAlias = bool | str | os.PathLike[str] | ssl.SSLContext
 
 #: Header names whose values are shown in debug logs; every other header
 #: (``Authorization``, ``Cookie``, ``X-Api-Key``, any custom one) is hidden.
@@ -245,7 +245,24 @@ class HttpSettings:
 
 @dataclass(frozen=True)
 class ClientOptions:
-    """Connection options of a client (see ``Env`` for their meaning)."""
+    """A client's connection options: what [`Env.options`][openenv.sync.Env.options] returns (frozen).
+
+    One field per connection keyword of [`Env`][openenv.sync.Env] (see it for
+    their meaning and defaults); the values are checked when it is built, and
+    ``headers`` is hidden in its repr (they may hold a token).  It is one class
+    in both flavours.  Its methods serve the client's connection code and are
+    not part of the public API.
+
+    Attributes:
+        connect_timeout: seconds to open the connection (``None``: no limit).
+        message_timeout: seconds to wait for each reply (``None``: no limit).
+        max_message_size: the largest message accepted, in bytes (``None``: no limit).
+        ping_interval: seconds between keepalive pings (``None``: none).
+        ping_timeout: seconds to wait for a pong (``None``: no limit).
+        headers: extra HTTP headers of the handshake and HTTP calls.
+        compression: per-message deflate (``None``: automatic, remote hosts only).
+        verify: the TLS check (``True``, a CA bundle path, an ``ssl.SSLContext`` or ``False``).
+    """
 
     # the defaults of every constructor: Env(...)'s signature reads them from DEFAULTS
     connect_timeout: float | None = 10.0

@@ -208,17 +208,15 @@ class PoolCore:
         for i in order:
             slot = self.slots[i]
             if slot.state is not None:
-                raise SessionBusy(
-                    f"session {i} has a request outstanding (step_async); read its reply with recv() first"
-                )
+                raise SessionBusy(f"session {i} has a request outstanding (send); read its reply with recv() first")
             if slot.checked_out:
                 raise SessionBusy(f"session {i} is checked out (checkout()); give it back first")
 
     def check_idle(self) -> None:
-        """Raises ``SessionBusy`` while ``step_async`` requests are outstanding (``step``/``reset`` wait for none)."""
+        """Raises ``SessionBusy`` while ``send`` requests are outstanding (``step``/``reset`` wait for none)."""
         if self.in_flight or self.queue:
             raise SessionBusy(
-                f"{self.in_flight + len(self.queue)} step_async request(s) are outstanding; "
+                f"{self.in_flight + len(self.queue)} send() request(s) are outstanding; "
                 "read their replies with recv() before calling step() or reset()"
             )
 

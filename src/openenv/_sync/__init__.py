@@ -5,19 +5,23 @@ from .env import Env
 from .foreign import OpenEnvProvider
 from .harness import HarnessSession, HarnessSessionFactory, harness_factory
 from .pool import EnvPool
-from .providers import DockerProvider, ProcessProvider, Provider, ServerProvider
+from .pool_checkout import PoolCheckout
+from .providers import CheckoutProvider, DockerProvider, ProcessProvider, Provider, ServerProvider
 from .ray import RayProvider
-from .trl import environment_factory
+from .trl import TRLEnvironment, environment_factory
 
 __all__ = [
     "Env",
     "EnvPool",
+    "PoolCheckout",
     "Provider",
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "CheckoutProvider",
     "OpenEnvProvider",
     "RayProvider",
+    "TRLEnvironment",
     "environment_factory",
     "harness_factory",
     "HarnessSessionFactory",

@@ -18,8 +18,15 @@ ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
 
-class Checkout(Generic[ActT, ObsT, StateT]):
-    """The context manager of ``EnvPool.checkout()``: entering takes the lowest free session, leaving gives it back."""
+class PoolCheckout(Generic[ActT, ObsT, StateT]):
+    """What [`EnvPool.checkout()`][openenv.sync.EnvPool.checkout] returns: a context manager that lends one session.
+
+    Entering it (as the pool itself is entered) takes the
+    lowest free session and returns its [`Env`][openenv.sync.Env]; leaving
+    gives it back to the pool (its episode state unknown: no autoreset on its
+    next step).  One object serves one block at a time; call ``checkout()``
+    again for another.  Not constructed directly.
+    """
 
     def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
         self._pool = pool

@@ -33,9 +33,9 @@ class PoolFlight:
     _core: PoolCore
     #: the requests in flight, by session index (their jobs and send times are the core's)
     _tickets: dict[int, Ticket]
-    #: the requests encoded by ``step_async`` and not sent yet
+    #: the requests encoded by ``send`` and not sent yet
     _calls: dict[int, Request]
-    #: the completions of ``step_async`` requests not returned by ``recv`` yet
+    #: the completions of ``send`` requests not returned by ``recv`` yet
     _ready: list[Completed[Any]]
 
     def _new_env(self, url: str) -> Env[Any, Any, Any]:

@@ -104,7 +104,7 @@ from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["create_app", "uvicorn_config", "DEFAULT_MAX_BODY_SIZE"]
+__all__ = ["create_app", "uvicorn_config", "serve", "DEFAULT_MAX_BODY_SIZE"]
 
 logger = logging.getLogger("openenv.server")
 
@@ -575,8 +575,20 @@ def _read_ahead_ws() -> type[asyncio.Protocol] | str:
     return ReadAheadWebSockets
 
 
-def _serve(config: uvicorn.Config, on_ready: Any = None) -> None:
-    """``uvicorn.Server(config).run()``, calling ``on_ready(url)`` once it listens (the serve command's line)."""
+def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = None) -> None:
+    """Serve until Ctrl-C or ``SIGTERM``, as ``python -m openenv serve --asgi`` does.
+
+    ``uvicorn.Server(config).run()`` (blocking: it runs its own event loop),
+    plus the embedded server's two manners: ``on_ready(url)`` is called once
+    it listens (with the bound port, so ``port=0`` can be used), and
+    ``SIGTERM`` (from the main thread) stops it gracefully as Ctrl-C does;
+    either ends as a clean return, not a ``KeyboardInterrupt``.  For example
+    ``serve(uvicorn_config(create_app(MyEnvironment), port=0), on_ready=print)``.
+
+    Args:
+        config: uvicorn's settings, best made by [`uvicorn_config()`][openenv.server.asgi.uvicorn_config].
+        on_ready: called with the base URL (``http://127.0.0.1:PORT``) once the socket listens.
+    """
     import uvicorn
 
     class Server(uvicorn.Server):

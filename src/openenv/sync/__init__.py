@@ -42,20 +42,24 @@ from .._core.errors import SessionLost as SessionLost
 from .._core.errors import ToolError as ToolError
 from .._core.errors import ToolNotFound as ToolNotFound
 from .._core.errors import UnknownMessageType as UnknownMessageType
+from .._core.options import ClientOptions as ClientOptions
 from .._core.pool import Completed as Completed
 from .._core.pool import PoolMetrics as PoolMetrics
 from .._core.result import StepResult as StepResult
 from .._facade import finish as _finish
+from .._sync import CheckoutProvider as CheckoutProvider
 from .._sync import DockerProvider as DockerProvider
 from .._sync import Env as Env
 from .._sync import EnvPool as EnvPool
 from .._sync import HarnessSession as HarnessSession
 from .._sync import HarnessSessionFactory as HarnessSessionFactory
 from .._sync import OpenEnvProvider as OpenEnvProvider
+from .._sync import PoolCheckout as PoolCheckout
 from .._sync import ProcessProvider as ProcessProvider
 from .._sync import Provider as Provider
 from .._sync import RayProvider as RayProvider
 from .._sync import ServerProvider as ServerProvider
+from .._sync import TRLEnvironment as TRLEnvironment
 from .._sync import __all__ as _flavoured
 from .._sync import environment_factory as environment_factory
 from .._sync import harness_factory as harness_factory
@@ -72,12 +76,15 @@ if TYPE_CHECKING:
 __all__ = [
     "Env",
     "EnvPool",
+    "PoolCheckout",
     "Provider",
     "ServerProvider",
     "DockerProvider",
     "ProcessProvider",
+    "CheckoutProvider",
     "OpenEnvProvider",
     "RayProvider",
+    "TRLEnvironment",
     "environment_factory",
     "harness_factory",
     "HarnessSessionFactory",
@@ -85,6 +92,7 @@ __all__ = [
     "BootstrapError",
     "CapacityReached",
     "CheckoutNotRunnable",
+    "ClientOptions",
     "Codec",
     "Completed",
     "ConnectError",
