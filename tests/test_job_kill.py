@@ -33,7 +33,27 @@ TOKEN_VAR = "OPENENV_TEST_KILL_TOKEN"
 #: the watchdog's grace, its sweep (2 s or more) and a loaded engine's removals
 GRACE = 30.0
 
-pytestmark = [pytest.mark.docker]
+
+
+def _start(flavour: str, kind: str, target: str, token: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, TOKEN_VAR: token}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    env.pop("OPENENV_WATCHDOG", None)
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), flavour, kind, target],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,  # the job: its own session, as a batch system would run it
+    )
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _carriers(token: str) -> list[int]:
@@ -65,20 +85,12 @@ def _wait(condition: Any, timeout: float) -> bool:
     return bool(condition())
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("moment", ["starting", "up"])
 @pytest.mark.parametrize("flavour", ["sync", "aio"])
 def test_a_job_wide_kill_removes_the_pool_and_the_watchdog(docker_engine: Any, flavour: str, moment: str) -> None:
     token = uuid.uuid4().hex
-    env = {**os.environ, TOKEN_VAR: token}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
-    env.pop("OPENENV_WATCHDOG", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(CHILD), flavour, "docker-pool", ECHO_IMAGE],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,  # the job: its own session, as a batch system would run it
-    )
+    proc = _start(flavour, "docker-pool", ECHO_IMAGE, token)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"go"
@@ -113,3 +125,66 @@ def test_a_job_wide_kill_removes_the_pool_and_the_watchdog(docker_engine: Any, f
             proc.communicate(timeout=60)
         for row in _ours(docker_engine, proc.pid):  # only this run's own (its PID label)
             docker_engine.api.remove_container(row["Id"], force=True)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_a_kill_of_the_owner_and_its_reaper_ends_local_servers(flavour: str) -> None:
+    # A cgroup kill ends the servers too (they are in the job's cgroup); a kill of the owner's session and
+    # of its reaper leaves them (each runs in its own session): their lifeline from the owner ends them.
+    token = uuid.uuid4().hex
+    proc = _start(flavour, "process", "", token)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"go"
+        assert proc.stdout.readline().strip() == b"up"
+        job = [pid for pid in _carriers(token) if pid == proc.pid or "openenv._reaper" in _command(pid)]
+        assert len(job) == 2, "the owner and its reaper"
+        servers = [pid for pid in _carriers(token) if pid not in job]
+        assert servers, "the server runs"
+        for pid in job:
+            os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        assert _wait(lambda: not _carriers(token), GRACE), [_command(pid) for pid in _carriers(token)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+        for pid in _carriers(token):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+@pytest.mark.docker
+def test_an_image_without_python3_falls_back_with_a_warning(
+    docker_engine: Any, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty.tar"
+    subprocess.run(["tar", "-cf", str(empty), "-T", "/dev/null"], check=True)
+    tag = f"openenv-test/no-python:{uuid.uuid4().hex[:12]}"
+    subprocess.run(["docker", "import", str(empty), tag], check=True, capture_output=True)
+    try:
+        with caplog.at_level("WARNING", logger="openenv.docker"):
+            assert watchdog.acquire(tag) is False
+            assert watchdog.acquire(tag) is False  # warned once, not tried again
+        assert [r.getMessage() for r in caplog.records if "no watchdog container" in r.getMessage()][1:] == []
+        assert "not after a job-wide kill" in caplog.text
+        assert _ours(docker_engine, os.getpid()) == []
+    finally:
+        docker_engine.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(docker_engine: Any) -> None:
+    def watchdogs() -> list[Any]:
+        return [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)]
+
+    assert watchdog.acquire(ECHO_IMAGE) is True
+    try:
+        assert watchdog.acquire(ECHO_IMAGE) is True
+        [row] = watchdogs()
+        assert row["State"] == "running"
+        assert all(p.get("IP") in ("127.0.0.1", None) for p in row["Ports"])  # published on loopback only
+        watchdog.release()
+        assert len(watchdogs()) == 1
+    finally:
+        watchdog.release()
+    assert watchdogs() == []  # removed before release() returned
