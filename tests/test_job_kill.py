@@ -34,7 +34,6 @@ TOKEN_VAR = "OPENENV_TEST_KILL_TOKEN"
 GRACE = 30.0
 
 
-
 def _start(flavour: str, kind: str, target: str, token: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, TOKEN_VAR: token}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
@@ -96,11 +95,11 @@ def test_a_job_wide_kill_removes_the_pool_and_the_watchdog(docker_engine: Any, f
         assert proc.stdout.readline().strip() == b"go"
         if moment == "up":
             line = proc.stdout.readline().strip()
-            assert line == b"up", proc.stderr.read().decode()[-3000:] if proc.stderr else line  # type: ignore[union-attr]
+            assert line == b"up", proc.stderr.read().decode()[-3000:] if proc.stderr else line
         else:  # a random moment once the first container of the pool exists
+            role = watchdog.LABEL_ROLE
             assert _wait(
-                lambda: any(r["Labels"].get(watchdog.LABEL_ROLE) != watchdog.WATCHDOG_ROLE for r in _ours(docker_engine, proc.pid)),
-                60,
+                lambda: any(r["Labels"].get(role) != watchdog.WATCHDOG_ROLE for r in _ours(docker_engine, proc.pid)), 60
             ), "no container was created"
             time.sleep(random.uniform(0, 0.3))  # noqa: S311 - where it lands is the point, not a decision
         roles = {r["Labels"].get(watchdog.LABEL_ROLE) for r in _ours(docker_engine, proc.pid)}

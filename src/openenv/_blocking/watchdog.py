@@ -38,9 +38,9 @@ import time
 import uuid
 from typing import Any
 
-from . import lifetimes as _lifetimes
 from .._core.containers import LABEL_MANAGED, LABEL_PID, LABEL_SESSION, MANAGED_VALUE, new_session_id
 from .._core.lifetimes import LABEL_PID_START, identity_labels
+from . import lifetimes as _lifetimes
 from .procfs import owner_identity
 
 __all__ = ["GRACE", "LABEL_ROLE", "WATCHDOG_ROLE", "acquire", "release"]
