@@ -162,8 +162,8 @@ def test_an_image_without_python3_falls_back_with_a_warning(
     subprocess.run(["docker", "import", str(empty), tag], check=True, capture_output=True)
     try:
         with caplog.at_level("WARNING", logger="openenv.docker"):
-            assert watchdog.acquire(tag) is False
-            assert watchdog.acquire(tag) is False  # warned once, not tried again
+            assert watchdog.acquire(caplog, tag) is False
+            assert watchdog.acquire(caplog, tag) is False  # warned once, not tried again
         assert [r.getMessage() for r in caplog.records if "no watchdog container" in r.getMessage()][1:] == []
         assert "not after a job-wide kill" in caplog.text
         assert _ours(docker_engine, os.getpid()) == []
@@ -176,14 +176,16 @@ def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(dock
     def watchdogs() -> list[Any]:
         return [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)]
 
-    assert watchdog.acquire(ECHO_IMAGE) is True
+    first, second = object(), object()
+    assert watchdog.acquire(first, ECHO_IMAGE) is True
     try:
-        assert watchdog.acquire(ECHO_IMAGE) is True
+        assert watchdog.acquire(second, ECHO_IMAGE) is True
         [row] = watchdogs()
         assert row["State"] == "running"
         assert all(p.get("IP") in ("127.0.0.1", None) for p in row["Ports"])  # published on loopback only
-        watchdog.release()
+        watchdog.release(second)
+        watchdog.release(second)  # idempotent: the first still holds it
         assert len(watchdogs()) == 1
     finally:
-        watchdog.release()
+        watchdog.release(first)
     assert watchdogs() == []  # removed before release() returned

@@ -233,7 +233,6 @@ class DockerProvider(ServerProvider):
         self._lock = threading.Lock()
         self._stopped = False
         self._lease: _lifetimes.Lease | None = None
-        self._watched = False
 
     def __repr__(self) -> str:
         return f"<DockerProvider {self.image} name={self.name}>"
@@ -263,14 +262,13 @@ class DockerProvider(ServerProvider):
 
     def _start_container(self) -> _docker.ContainerInfo:
         # first the watchdog (outside this job): a job-wide kill from here on still removes the container
-        watched = _watchdog.acquire(self.image, self.docker_timeout)
+        # (released in _halt, which stop() and every failed start run, whether or not it was acquired)
+        _watchdog.acquire(self, self.image, self.docker_timeout)
         with self._lock:
             client = self._client
             if client is None:
-                if watched:
-                    _watchdog.release()
+                _watchdog.release(self)
                 raise ProviderError(f"{self!r} was stopped while it started")
-            self._watched = watched
             # registered by its unique name before it exists: no window where a kill leaks it
             self._lease = _lifetimes.lease_container(self.name, self.session_id, self._halt, image=self.image)
         info = _docker.start_container(
@@ -321,7 +319,6 @@ class DockerProvider(ServerProvider):
             self._stopped = True
             client, self._client = self._client, None
             lease, self._lease = self._lease, None
-            watched, self._watched = self._watched, False
         try:
             if client is not None:
                 try:
@@ -331,8 +328,7 @@ class DockerProvider(ServerProvider):
         finally:
             if lease is not None:
                 lease.release()
-            if watched:
-                _watchdog.release()
+            _watchdog.release(self)
 
 
 class ProcessProvider(ServerProvider):

@@ -131,7 +131,7 @@ while time.monotonic() - start < 30:
 
 _lock = threading.Lock()
 _owner = 0
-_refs = 0
+_holders: set[int] = set()  # id() of each provider that holds it
 _conn: socket.socket | None = None
 _container: str | None = None
 _client: Any = None
@@ -178,19 +178,30 @@ def _connect(port: int, deadline: float) -> socket.socket | None:
     return None
 
 
+def _remove_by_name(name: str) -> None:
+    """At exit: remove the watchdog if it is still there (only reached when something went wrong)."""
+    from . import docker as _docker
+
+    with contextlib.suppress(Exception):
+        client = _docker.connect_client(30)
+        try:
+            _docker.remove_container(client, name)
+        finally:
+            client.close()
+
+
 def _start(image: str, timeout: float | None) -> bool:
-    global _conn, _container, _client, _owner
+    global _conn, _container, _client, _lease, _owner
     from . import docker as _docker
 
     path = _socket_path()
     if path is None:
         logger.warning(
-            "openenv: DOCKER_HOST is not a unix socket: no watchdog container; "
-            "containers are removed at exit and by the reaper, but not after a job-wide kill (run `openenv prune`)"
+            "openenv: DOCKER_HOST is not a unix socket: no watchdog container; containers are removed at exit "
+            "and by the reaper, but not after a job-wide kill (run `python -m openenv prune`)"
         )
         _refused.add(image)
         return False
-    client = _docker.connect_client(timeout)
     labels = {f.split("=", 1)[0]: f.split("=", 1)[1] for f in _filters()}
     owner = owner_identity()
     if owner is not None and owner.pid == os.getpid():
@@ -200,9 +211,11 @@ def _start(image: str, timeout: float | None) -> bool:
     session = new_session_id()
     labels[LABEL_SESSION] = session
     container_id = None
-    # the reaper removes it too when only this process is killed (and before it connected)
-    lease = _lifetimes.lease_container(name, session, lambda: None, image=image)
+    client = None
+    # registered before it exists: the reaper removes it when only this process is killed, atexit if left
+    lease = _lifetimes.lease_container(name, session, lambda: _remove_by_name(name), image=image)
     try:
+        client = _docker.connect_client(timeout)
         created = client.api.create_container(
             image,
             command=[json.dumps(_filters()), str(GRACE), f"{LABEL_ROLE}={WATCHDOG_ROLE}", str(_PORT)],
@@ -226,12 +239,17 @@ def _start(image: str, timeout: float | None) -> bool:
         conn = _connect(int(bindings[0]["HostPort"]), time.monotonic() + 10.0)
         if conn is None:
             raise RuntimeError("it did not answer within 10 s")
-    except Exception as exc:  # noqa: BLE001 - the watchdog is a safety net: never fail the start
-        if container_id is not None:
-            with contextlib.suppress(Exception):
-                client.api.remove_container(container_id, force=True)
-        client.close()
+    except BaseException as exc:  # Ctrl-C included: nothing of it may stay
+        if client is not None:
+            if container_id is not None:
+                with contextlib.suppress(Exception):
+                    client.api.remove_container(container_id, force=True)
+            else:  # its create may have landed, or may still land
+                _docker.reap_container(client, name, session, image, settle=30.0, hold=1.0)
+            client.close()
         lease.release()
+        if not isinstance(exc, Exception):
+            raise
         _refused.add(image)
         logger.warning(
             "openenv: no watchdog container from %s (%s): its containers are removed at exit and by the reaper, "
@@ -244,35 +262,33 @@ def _start(image: str, timeout: float | None) -> bool:
     return True
 
 
-def acquire(image: str, timeout: float | None = 60.0) -> bool:
-    """Hold this process's watchdog (started from ``image`` if none runs); True when held.
+def acquire(holder: object, image: str, timeout: float | None = 60.0) -> bool:
+    """Make ``holder`` hold this process's watchdog (started from ``image`` if none runs); True when it does.
 
-    Call `release()` once for every True.  Never raises for the watchdog's own
-    failures: it logs a warning and returns False.
+    `release()` ``holder`` when its container is gone (idempotent, also after
+    False).  Never raises for the watchdog's own failures: it logs a warning
+    and returns False (a ``KeyboardInterrupt`` still propagates, with nothing
+    of the watchdog left).
     """
-    global _refs
     if os.environ.get("OPENENV_WATCHDOG", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
     with _lock:
-        if _owner == os.getpid() and _conn is not None:
-            _refs += 1
-            return True
-        if image in _refused:
-            return False
-        if not _start(image, timeout):
-            return False
-        _refs = 1
+        if not (_owner == os.getpid() and _conn is not None):
+            if image in _refused or not _start(image, timeout):
+                return False
+            _holders.clear()
+        _holders.add(id(holder))
         return True
 
 
-def release() -> None:
-    """Give back one `acquire()`; the last one says ``bye`` and removes the watchdog (synchronously)."""
-    global _refs, _conn, _container, _client, _lease
+def release(holder: object) -> None:
+    """``holder`` no longer needs the watchdog; after the last one it is removed (synchronously)."""
+    global _conn, _container, _client, _lease
     with _lock:
-        if _owner != os.getpid() or _conn is None:
+        if _owner != os.getpid() or _conn is None or id(holder) not in _holders:
             return
-        _refs -= 1
-        if _refs > 0:
+        _holders.discard(id(holder))
+        if _holders:
             return
         conn, container, client, lease = _conn, _container, _client, _lease
         _conn = _container = _client = _lease = None
@@ -289,14 +305,14 @@ def release() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _lock, _conn, _container, _client, _refs, _lease
+    global _lock, _conn, _container, _client, _lease
     _lock = threading.Lock()
     conn, _conn = _conn, None
     if conn is not None:
         with contextlib.suppress(OSError):
             os.close(conn.detach())  # only this copy: the parent's connection stays up
     _container = _client = _lease = None
-    _refs = 0
+    _holders.clear()
 
 
 if hasattr(os, "register_at_fork"):
