@@ -154,8 +154,9 @@ def test_a_kill_of_the_owner_and_its_reaper_ends_local_servers(flavour: str) -> 
 
 @pytest.mark.docker
 def test_an_image_without_python3_falls_back_with_a_warning(
-    docker_engine: Any, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    docker_engine: Any, caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("OPENENV_WATCHDOG_IMAGE", raising=False)
     empty = tmp_path / "empty.tar"
     subprocess.run(["tar", "-cf", str(empty), "-T", "/dev/null"], check=True)
     tag = f"openenv-test/no-python:{uuid.uuid4().hex[:12]}"
@@ -168,11 +169,16 @@ def test_an_image_without_python3_falls_back_with_a_warning(
         assert "not after a job-wide kill" in caplog.text
         assert _ours(docker_engine, os.getpid()) == []
     finally:
+        watchdog.release(caplog)
         docker_engine.images.remove(tag, force=True)
 
 
 @pytest.mark.docker
-def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(docker_engine: Any) -> None:
+def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(
+    docker_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENENV_WATCHDOG_IMAGE", raising=False)
+
     def watchdogs() -> list[Any]:
         return [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)]
 

@@ -23,7 +23,9 @@ One watchdog per owner process, started with the first container and removed
 (synchronously) when the last one is released.  When the image has no
 ``python3``, or the engine's socket cannot be mounted (a remote ``DOCKER_HOST``),
 a warning is logged and cleanup stays as before (atexit, reaper, ``prune``).
-``OPENENV_WATCHDOG=0`` turns it off.
+``OPENENV_WATCHDOG=0`` turns it off; ``OPENENV_WATCHDOG_IMAGE`` names the image
+to run it from instead (any image with ``python3``): the watchdog holds the
+engine's socket, so an environment image you do not trust should not run it.
 """
 
 from __future__ import annotations
@@ -272,6 +274,7 @@ def acquire(holder: object, image: str, timeout: float | None = 60.0) -> bool:
     """
     if os.environ.get("OPENENV_WATCHDOG", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
+    image = os.environ.get("OPENENV_WATCHDOG_IMAGE", "").strip() or image  # an image you trust with the socket
     with _lock:
         if not (_owner == os.getpid() and _conn is not None):
             if image in _refused or not _start(image, timeout):
