@@ -222,7 +222,12 @@ def _managed(engine: Any) -> list[str]:
     # filtered by our PID in the engine: another worker may remove its own containers while a listing inspects them
     mine = f"org.openenv.pid={os.getpid()}"
     left = engine.containers.list(all=True, filters={"label": ["org.openenv.managed=1", mine]})
-    return [c.name for c in left if c.labels.get("org.openenv.pid") == str(os.getpid())]
+    # not the watchdog container that runs beside them (openenv._blocking.watchdog)
+    return [
+        c.name
+        for c in left
+        if c.labels.get("org.openenv.pid") == str(os.getpid()) and c.labels.get("org.openenv.role") != "watchdog"
+    ]
 
 
 @pytest.mark.docker

@@ -421,7 +421,9 @@ def test_from_docker_image_runs_one_container_per_session_and_removes_them(docke
     def ours() -> list[Any]:
         # sparse: no inspect per container (other tests' containers may vanish meanwhile)
         labels = ["org.openenv.managed=1", f"org.openenv.pid={mine}"]
-        return list(docker_engine.containers.list(all=True, sparse=True, filters={"label": labels}))
+        found = docker_engine.containers.list(all=True, sparse=True, filters={"label": labels})
+        # not the watchdog container that runs beside them (openenv._blocking.watchdog)
+        return [c for c in found if (c.attrs.get("Labels") or {}).get("org.openenv.role") != "watchdog"]
 
     with EnvPool.from_docker_image("openenv-test/echo:latest", size=3, ready_timeout=120) as pool:
         assert len(ours()) == 3

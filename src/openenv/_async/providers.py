@@ -21,6 +21,7 @@ from .._blocking import checkout as _checkout
 from .._blocking import docker as _docker
 from .._blocking import lifetimes as _lifetimes
 from .._blocking import process as _process
+from .._blocking import watchdog as _watchdog
 from .._blocking.retry import Deadline, backoff
 from .._core.checkout import uvicorn_command
 from .._core.containers import container_labels, new_container_name, new_session_id
@@ -182,7 +183,11 @@ class DockerProvider(ServerProvider):
     and labelled (``org.openenv.managed=1``), so ``python -m openenv prune``
     can find strays; ``stop`` removes it with force.  A container never
     stopped is removed when the interpreter exits, and by a watcher process
-    (the reaper) if the program is killed.
+    (the reaper) if the program is killed.  While it holds a container, the
+    program also holds a lifeline to a small watchdog container run from the
+    same image (when it has ``python3``), which removes the containers when
+    the whole job is killed, reaper included (`openenv._blocking.watchdog`;
+    ``OPENENV_WATCHDOG=0`` turns it off).
 
     Args:
         image: the image reference.
@@ -256,9 +261,13 @@ class DockerProvider(ServerProvider):
         raise ProviderError(f"{self!r} was stopped while it started")
 
     def _start_container(self) -> _docker.ContainerInfo:
+        # first the watchdog (outside this job): a job-wide kill from here on still removes the container
+        # (released in _halt, which stop() and every failed start run, whether or not it was acquired)
+        _watchdog.acquire(self, self.image, self.docker_timeout)
         with self._lock:
             client = self._client
             if client is None:
+                _watchdog.release(self)
                 raise ProviderError(f"{self!r} was stopped while it started")
             # registered by its unique name before it exists: no window where a kill leaks it
             self._lease = _lifetimes.lease_container(self.name, self.session_id, self._halt, image=self.image)
@@ -319,6 +328,7 @@ class DockerProvider(ServerProvider):
         finally:
             if lease is not None:
                 lease.release()
+            _watchdog.release(self)
 
 
 class ProcessProvider(ServerProvider):
