@@ -37,7 +37,7 @@ GRACE = 30.0
 def _start(flavour: str, kind: str, target: str, token: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, TOKEN_VAR: token}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
-    env.pop("OPENENV_WATCHDOG", None)
+    env["OPENENV_WATCHDOG"] = "1"  # the test image may carry a registry digest (the pull tests pull it)
     return subprocess.Popen(
         [sys.executable, str(CHILD), flavour, kind, target],
         stdout=subprocess.PIPE,
@@ -178,6 +178,7 @@ def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(
     docker_engine: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENENV_WATCHDOG_IMAGE", raising=False)
+    monkeypatch.setenv("OPENENV_WATCHDOG", "1")  # the test image may carry a registry digest (the pull tests)
 
     def watchdogs() -> list[Any]:
         return [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)]
@@ -195,3 +196,37 @@ def test_the_watchdog_runs_while_containers_are_held_and_goes_with_the_last(
     finally:
         watchdog.release(first)
     assert watchdogs() == []  # removed before release() returned
+
+
+@pytest.mark.docker
+@pytest.mark.xdist_group("registry-images")  # it pulls and removes an image the pull tests use too
+def test_a_pulled_image_runs_no_watchdog_unless_trusted(
+    docker_engine: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog holds the Docker socket: never from a pulled image's ``python3`` unless the user says so."""
+    import urllib.request
+
+    registry = os.environ.get("OPENENV_TEST_REGISTRY", "127.0.0.1:5000")
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://{registry}/v2/", timeout=2):
+            pass
+    except OSError:
+        pytest.skip(f"no loopback registry answers at {registry} (scripts/docker_setup.py starts one)")
+    image = f"{registry}/openenv-pull-probe:latest"
+    docker_engine.images.pull(image)
+    monkeypatch.delenv("OPENENV_WATCHDOG_IMAGE", raising=False)
+    monkeypatch.delenv("OPENENV_WATCHDOG", raising=False)
+    holder = object()
+    try:
+        with caplog.at_level("INFO", logger="openenv.docker"):
+            assert watchdog.acquire(holder, image) is False
+            assert watchdog.acquire(holder, image) is False  # said once
+        said = [r.getMessage() for r in caplog.records if "pulled from a registry" in r.getMessage()]
+        assert len(said) == 1 and "OPENENV_WATCHDOG_IMAGE" in said[0]
+        assert [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)] == []
+        monkeypatch.setenv("OPENENV_WATCHDOG", "1")  # the user trusts it: the same image now runs one
+        assert watchdog.acquire(holder, image) is True
+        assert [r for r in _ours(docker_engine, os.getpid()) if r["Labels"].get(watchdog.LABEL_ROLE)] != []
+    finally:
+        watchdog.release(holder)
+        docker_engine.images.remove(image, force=True)

@@ -23,9 +23,14 @@ One watchdog per owner process, started with the first container and removed
 (synchronously) when the last one is released.  When the image has no
 ``python3``, or the engine's socket cannot be mounted (a remote ``DOCKER_HOST``),
 a warning is logged and cleanup stays as before (atexit, reaper, ``prune``).
-``OPENENV_WATCHDOG=0`` turns it off; ``OPENENV_WATCHDOG_IMAGE`` names the image
-to run it from instead (any image with ``python3``): the watchdog holds the
-engine's socket, so an environment image you do not trust should not run it.
+The watchdog holds the engine's socket (root on this machine), so it runs only
+from an image this machine trusts: by default an image **built here** (no
+registry digest: ``docker build``, ``scripts/docker_setup.py``), never one
+pulled from a registry, whose ``python3`` could be anyone's.  For a pulled
+image, an INFO line says so and cleanup stays as before, unless you choose:
+``OPENENV_WATCHDOG_IMAGE`` names an image you trust to run it from instead (any
+image with ``python3``), ``OPENENV_WATCHDOG=1`` trusts the environment's own
+image, ``OPENENV_WATCHDOG=0`` turns the watchdog off.
 """
 
 from __future__ import annotations
@@ -139,6 +144,7 @@ _container: str | None = None
 _client: Any = None
 _lease: _lifetimes.Lease | None = None
 _refused: set[str] = set()  # images that cannot run it: warned once
+_untrusted: set[str] = set()  # images refused as pulled from a registry (said once each)
 
 
 def _socket_path() -> str | None:
@@ -192,6 +198,27 @@ def _remove_by_name(name: str) -> None:
             client.close()
 
 
+def _trusted(image: str, timeout: float | None) -> bool:
+    """Whether the watchdog may run from ``image``: chosen by the user, or built on this machine."""
+    if os.environ.get("OPENENV_WATCHDOG_IMAGE", "").strip():
+        return True
+    if os.environ.get("OPENENV_WATCHDOG", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    from . import docker as _docker
+
+    try:
+        client = _docker.connect_client(timeout)
+    except Exception:  # noqa: BLE001 - then the start below says why
+        return True
+    try:
+        digests = client.api.inspect_image(image).get("RepoDigests") or []
+    except Exception:  # noqa: BLE001 - an image that cannot be inspected is not trusted
+        return False
+    finally:
+        client.close()
+    return not digests  # a registry digest: pulled (or pushed) somewhere, not only built here
+
+
 def _start(image: str, timeout: float | None) -> bool:
     global _conn, _container, _client, _lease, _owner
     from . import docker as _docker
@@ -203,6 +230,17 @@ def _start(image: str, timeout: float | None) -> bool:
             "and by the reaper, but not after a job-wide kill (run `python -m openenv prune`)"
         )
         _refused.add(image)
+        return False
+    if not _trusted(image, timeout):
+        if image in _untrusted:  # said once per image; asked again each time (the user may trust it later)
+            return False
+        _untrusted.add(image)
+        logger.info(
+            "openenv: no watchdog container from %s: it was pulled from a registry, and the watchdog holds the "
+            "Docker socket; set OPENENV_WATCHDOG_IMAGE to an image you trust (or OPENENV_WATCHDOG=1 to trust this "
+            "one) for its containers to be removed after a job-wide kill too (else: `python -m openenv prune`)",
+            image,
+        )
         return False
     labels = {f.split("=", 1)[0]: f.split("=", 1)[1] for f in _filters()}
     owner = owner_identity()
