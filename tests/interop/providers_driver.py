@@ -37,10 +37,12 @@ def uv_part() -> None:
         out["uv_url"] = env.base_url
         out["uv_cwd"] = provider.cwd
         out["uv_env"] = provider.env.get("ECHO_PREFIX")
-        out["uv_registered"] = any(r.pid == provider._child.pid for r in process_registry.list_records())
+        pid = provider._child.pid
+        out["uv_registered"] = any(r.pid == pid for r in process_registry.list_records())
         env.reset()
         out["uv_step"] = env.step({"message": "hi"}).observation
-    out["uv_left"] = [r.pid for r in process_registry.list_records()]
+    # this server's record (the registry folder is the user's: other suites' servers are in it too)
+    out["uv_left"] = [r.pid for r in process_registry.list_records() if r.pid == pid]
 
 
 if checkout:
