@@ -66,7 +66,7 @@ async def _rollouts(cls: Any, probe: Any, n: int, pool: ThreadPoolExecutor) -> t
 
 
 def test_the_aio_class_runs_on_the_trainers_loop_with_no_thread_per_session(server_factory: Any) -> None:
-    server = server_factory(PenaltyToolsEnv, max_sessions=40)
+    server = server_factory(PenaltyToolsEnv, max_sessions=40, transport="asyncio")  # its threads are not counted
     cls = asyncio.run(aio.environment_factory(server.url, name="Calc"))
     assert not inspect.iscoroutinefunction(cls.reset) and inspect.isfunction(cls.reset)  # TRL's executor call
     assert inspect.iscoroutinefunction(cls.add) and inspect.iscoroutinefunction(cls.get_reward)  # on the loop
@@ -161,7 +161,7 @@ def test_the_sync_class_costs_two_threads_per_session_or_one_without_pings(
     server_factory: Any, options: dict[str, Any], per_session: int
 ) -> None:
     """What the guide says the ``openenv.sync`` class costs in the async trainer's executor (websockets' threads)."""
-    server = server_factory(PenaltyToolsEnv, max_sessions=8)
+    server = server_factory(PenaltyToolsEnv, max_sessions=8, transport="asyncio")  # its threads are not counted
     cls = sync.environment_factory(server.url, **options)
     try:
         before = sum(_websockets_threads().values())
