@@ -426,8 +426,12 @@ def test_stop_closes_sockets_accepted_while_it_shuts_down() -> None:
     import warnings
 
     srv = EnvServer(EchoEnvironment, transport="asyncio").start()
+    from openenv.server._aio import AsyncioTransport
+
     aio = srv._server
+    assert isinstance(aio, AsyncioTransport)
     loop, stop = aio._loop, aio._stop
+    assert loop is not None and stop is not None
     gate, held = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -435,8 +439,12 @@ def test_stop_closes_sockets_accepted_while_it_shuts_down() -> None:
         gate.wait()
 
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = _Keep()
     logging.getLogger("asyncio").addHandler(handler)
     clients = []
     try:
