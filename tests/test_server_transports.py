@@ -410,3 +410,62 @@ def test_get_may_block_follows_the_session_contract() -> None:
     assert not made.get_may_block("/health") and not made.get_may_block("/nope")
     made.env_class()  # found once: from here on the descriptions need no instance
     assert not made.get_may_block("/metadata") and not made.get_may_block("/schema")
+
+
+def test_stop_closes_sockets_accepted_while_it_shuts_down() -> None:
+    """Sockets the listener accepts as ``stop()`` begins are closed, their handlers awaited, before the loop closes.
+
+    The loop is held while clients connect (the kernel queues them) and ``stop()`` is posted, so the
+    accepts and the shutdown run in the same loop iterations: without the drain, a late
+    ``connection_made`` started a handler (in handshake) after websockets stopped waiting for handlers,
+    and the loop closed with it pending ("Task was destroyed but it is pending!", its socket unclosed).
+    """
+    import gc
+    import logging
+    import socket
+    import warnings
+
+    srv = EnvServer(EchoEnvironment, transport="asyncio").start()
+    from openenv.server._aio import AsyncioTransport
+
+    aio = srv._server
+    assert isinstance(aio, AsyncioTransport)
+    loop, stop = aio._loop, aio._stop
+    assert loop is not None and stop is not None
+    gate, held = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        gate.wait()
+
+    records: list[logging.LogRecord] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = _Keep()
+    logging.getLogger("asyncio").addHandler(handler)
+    clients = []
+    try:
+        loop.call_soon_threadsafe(hold)  # hold the loop: connects queue in the backlog
+        assert held.wait(IN_TIME)
+        for _ in range(20):
+            client = socket.create_connection(("127.0.0.1", srv.port), timeout=IN_TIME)
+            client.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\n")  # a handshake in flight
+            clients.append(client)
+        loop.call_soon_threadsafe(stop.set)
+        gate.set()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            srv.stop()
+            gc.collect()
+    finally:
+        gate.set()
+        logging.getLogger("asyncio").removeHandler(handler)
+        for client in clients:
+            client.close()
+        srv.stop()
+    assert loop.is_closed()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert [r.getMessage() for r in records if "pending" in r.getMessage()] == []

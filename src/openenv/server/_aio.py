@@ -170,6 +170,8 @@ class AsyncioTransport:
         self._stop: asyncio.Event | None = None
         #: every accepted (not refused) connection, in handshake or open: for stop()
         self._connections: set[ServerConnection] = set()
+        #: every accepted socket's transport, refused ones too, until its connection_lost: stop() closes them all
+        self._transports: set[asyncio.BaseTransport] = set()
         #: worker threads of blocking sessions still running: joined by stop()
         self._workers: set[_Worker] = set()
         self._inbox: _Inbox | None = None  # made on the loop with the first worker
@@ -192,6 +194,7 @@ class AsyncioTransport:
                 loop.run_until_complete(self._serve(bound))
             finally:
                 try:
+                    _cancel_leftovers(loop)
                     loop.run_until_complete(loop.shutdown_default_executor())
                 finally:
                     loop.close()
@@ -268,6 +271,27 @@ class AsyncioTransport:
         if closers:
             await asyncio.wait(closers)
         await server.wait_closed()
+        await self._drain(server)
+
+    async def _drain(self, server: Server) -> None:
+        """Close every socket still accepted, and await every connection's handler, before the loop closes.
+
+        ``server.wait_closed()`` is not enough: a socket the listener accepted just before
+        ``close()`` gets its ``connection_made`` (and its handler task, in handshake) a loop
+        iteration later, after websockets stopped waiting for handlers (and asyncio < 3.12's
+        ``wait_closed`` never waits for connections). Such a connection is aborted here, and its
+        handler awaited, until none is left; else the loop closed with the handler pending and
+        the socket left to the garbage collector (``ResourceWarning: unclosed``).
+        """
+        while True:
+            await asyncio.sleep(0)  # let accepts in flight reach connection_made
+            tasks = {task for task in server.handler_tasks if not task.done()}
+            if not self._transports and not tasks:
+                return
+            for transport_ in list(self._transports):
+                transport_.abort()  # type: ignore[attr-defined]  # a socket transport
+            if tasks:
+                await asyncio.wait(tasks)
 
     # ------------------------------------------------------------- HTTP
 
@@ -383,6 +407,16 @@ async def _send(connection: ServerConnection, frame: str) -> bool:
     return True
 
 
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and await the tasks still pending on ``loop`` (as ``asyncio.run`` does), so none is destroyed pending."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
 def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> type[ServerConnection]:
     """A ``ServerConnection`` subclass bound to ``owner``: the pending cap, the body parser, slot bookkeeping."""
 
@@ -393,6 +427,7 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
         _refused = False
         _drop: asyncio.TimerHandle | None = None
         _sock: asyncio.WriteTransport | None = None
+        _accepted: asyncio.BaseTransport | None = None
         _skipped: bytes | None = b""
 
         def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
@@ -401,6 +436,8 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
             read_after_fail(self)
 
         def connection_made(self, transport_: asyncio.BaseTransport) -> None:
+            self._accepted = transport_
+            transport._transports.add(transport_)
             if not owner._enter_pending():
                 # Refused: websockets never sees the connection. Its request's headers are skipped (up to
                 # 8 KiB, within 1 s; never parsed), then answered 503 with a half-close, so that the client
@@ -453,6 +490,8 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
             return super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._accepted is not None:
+                transport._transports.discard(self._accepted)
             if self._refused:
                 if self._drop is not None:
                     self._drop.cancel()
