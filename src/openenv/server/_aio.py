@@ -283,15 +283,19 @@ class AsyncioTransport:
         handler awaited, until none is left; else the loop closed with the handler pending and
         the socket left to the garbage collector (``ResourceWarning: unclosed``).
         """
+        deadline = asyncio.get_running_loop().time() + 10.0  # bounded: what is left then is cancelled at close
         while True:
             await asyncio.sleep(0)  # let accepts in flight reach connection_made
             tasks = {task for task in server.handler_tasks if not task.done()}
             if not self._transports and not tasks:
                 return
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
             for transport_ in list(self._transports):
                 transport_.abort()  # type: ignore[attr-defined]  # a socket transport
             if tasks:
-                await asyncio.wait(tasks)
+                await asyncio.wait(tasks, timeout=left)
 
     # ------------------------------------------------------------- HTTP
 
