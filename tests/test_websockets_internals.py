@@ -363,3 +363,30 @@ def test_read_after_fail_finds_what_it_resumes() -> None:
         assert hasattr(assembler, name), f"Assembler.{name} moved: read_after_fail resumes a paused reader with it"
     source = inspect.getsource(ServerConnection.__init__) + inspect.getsource(SyncClientConnection.__mro__[1])
     assert "recv_messages" in source, "the threading connection's assembler is no longer recv_messages"
+
+
+def test_asyncio_server_handler_tasks_are_found() -> None:
+    """`_wscompat.handler_tasks`: websockets 17's ``Server.handler_tasks``, or ``Server.handlers`` before it."""
+    import asyncio
+
+    from websockets.asyncio.client import connect as aconnect
+    from websockets.asyncio.server import serve as aserve
+
+    from openenv.server._wscompat import handler_tasks
+
+    async def main() -> None:
+        held = asyncio.Event()
+
+        async def handler(connection: Any) -> None:
+            held.set()
+            await connection.wait_closed()
+
+        async with aserve(handler, "127.0.0.1", 0) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            assert handler_tasks(server) == []
+            async with aconnect(f"ws://127.0.0.1:{port}"):
+                await held.wait()
+                [task] = handler_tasks(server)
+                assert isinstance(task, asyncio.Task) and not task.done()
+
+    asyncio.run(main())

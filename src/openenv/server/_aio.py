@@ -38,7 +38,7 @@ from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
-from ._wscompat import install_request_parser, method_of, read_after_fail, server_logger
+from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
 from .protocol import Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ class AsyncioTransport:
         deadline = asyncio.get_running_loop().time() + 10.0  # bounded: what is left then is cancelled at close
         while True:
             await asyncio.sleep(0)  # let accepts in flight reach connection_made
-            tasks = {task for task in server.handler_tasks if not task.done()}
+            tasks = {task for task in handler_tasks(server) if not task.done()}
             if not self._transports and not tasks:
                 return
             left = deadline - asyncio.get_running_loop().time()

@@ -58,6 +58,7 @@ __all__ = [
     "drop",
     "server_logger",
     "read_after_fail",
+    "handler_tasks",
 ]
 
 #: Makes the answer to a request with a body: ``(request, too_large) -> Response``.
@@ -115,6 +116,18 @@ def read_after_fail(connection: Any) -> None:
                 assembler.resume()
 
     protocol.fail = fail_then_read
+
+
+def handler_tasks(server: Any) -> list[Any]:
+    """The connection handler tasks of an asyncio ``websockets.asyncio.server.Server``.
+
+    websockets 17 keeps them in ``Server.handler_tasks`` (a set); before, in
+    ``Server.handlers`` (a dict: connection -> task).
+    """
+    tasks = getattr(server, "handler_tasks", None)
+    if tasks is None:
+        tasks = server.handlers.values()
+    return list(tasks)
 
 
 def drop(connection: ServerConnection) -> None:
