@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -137,10 +138,12 @@ def test_a_path_prefixed_url_keeps_its_prefix_for_the_websocket() -> None:
 
 def test_a_running_provider_is_recorded_for_prune_until_stopped() -> None:
     upstream = RuntimeLike()
+    before = {r.path for r in list_external()}  # other tests' records (other workers share the folder)
     with Env.from_provider(upstream, ready_timeout=30):
-        mine = [r for r in list_external() if r.provider.endswith("RuntimeLike") and r.owner_alive]
-        assert mine and all("127.0.0.1" not in r.description for r in mine)
-        path = mine[-1].path
+        mine = [r for r in list_external() if r.path not in before and r.owner_pid == os.getpid()]
+        assert len(mine) == 1 and mine[0].provider.endswith("RuntimeLike") and mine[0].owner_alive
+        assert "127.0.0.1" not in mine[0].description
+        path = mine[0].path
     assert path not in [r.path for r in list_external()]
 
 
