@@ -13,6 +13,7 @@ from openenv.server import EnvServer
 
 from ..env_packages import install_env_package
 from ..envs import CounterAction, CounterObservation
+from ..openenv_shaped import ContainerLike
 
 COUNTER_CLIENT = "from tests.envs import CounterClient as CounterEnv\n"
 
@@ -38,6 +39,25 @@ async def test_a_package_by_name_connects_to_base_url_typed_with_its_client(
         result = await env.reset()
         assert isinstance(result.observation, CounterObservation)
         assert (await env.step(CounterAction(delta=2))).observation.count == 2
+
+
+async def test_a_package_by_name_on_an_openenv_provider_runs_its_image_typed_with_its_client(packages: Path) -> None:
+    provider = ContainerLike()
+    async with await Env.from_env("counter", provider=provider, ready_timeout=30) as env:
+        assert provider.image == "counter-env:latest"  # the package's default image, given to start_container
+        result = await env.reset()
+        assert isinstance(result.observation, CounterObservation)
+        assert (await env.step(CounterAction(delta=3))).observation.count == 3
+    assert not provider.running
+
+
+async def test_base_url_and_provider_together_are_refused_before_anything_starts(
+    packages: Path, counter_server: EnvServer
+) -> None:
+    provider = ContainerLike()
+    with pytest.raises(TypeError, match="base_url=.*or provider=.*not both"):
+        await Env.from_env("counter", base_url=counter_server.url, provider=provider)
+    assert provider.calls == []
 
 
 async def test_a_package_whose_client_does_not_import_gives_dicts(packages: Path, counter_server: EnvServer) -> None:

@@ -30,7 +30,7 @@ from .._core.session import RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import Request, _Connection
-from .foreign import adopt_provider, provider_image
+from .foreign import adopt_provider, provider_image, provider_target
 from .liveness import death_of
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, package_codec, schema_codec
@@ -464,7 +464,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         ``provider`` replaces all of that with your own provider, or an OpenEnv
         provider object, unchanged (a ``ContainerProvider`` runs the image
-        ``source`` names, or ``source`` itself; see the providers guide).  The other
+        ``source`` names, or ``source`` itself; see the providers guide); a package's
+        name then still types the client with the package's own client class.  The other
         arguments are as for [`from_docker_image()`][openenv.sync.Env.from_docker_image].
 
         A server or container started here is stopped when the client is
@@ -491,6 +492,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             **options: the connection options of ``Env(...)``.
 
         Raises:
+            TypeError: both ``base_url`` and ``provider`` were given.
             CheckoutNotRunnable: no interpreter can run the checkout, or the
                 directory is not an OpenEnv environment (no ``openenv.yaml``, no ``server/app.py``).
             InvalidURL: ``source`` names none of those kinds, or is a path to
@@ -498,6 +500,11 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             ProviderError: the server or container could not be started.
         """
         check_options(options, f"{cls.__name__}.from_env")  # before any server starts
+        if base_url is not None and provider is not None:
+            raise TypeError(
+                f"{cls.__name__}.from_env() takes base_url= (connect to a server already running) or provider= "
+                "(start one), not both"
+            )
         if base_url is not None:  # a running server: ``source`` only types the client
             running = parse_base_url(base_url).base_url
             typed = package_codec(codec, classify_source(source, use_docker=use_docker, tag=tag, registry=registry))
@@ -516,6 +523,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             else:
                 provider = checkout_provider(where.target, command, env_vars, port, install)
         else:
+            codec = package_codec(codec, provider_target(source))  # a package's name: still its own client
             provider = adopt_provider(provider, image=provider_image(source), env_vars=env_vars, port=port)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
