@@ -424,16 +424,20 @@ def docker_engine() -> Iterator[Any]:
     """
     import os
 
-    try:
-        import docker
+    from openenv._blocking.docker import connect_client  # closes its socket when the engine does not answer
 
-        client = docker.from_env(timeout=30)
-        client.ping()
+    client = None
+    try:
+        client = connect_client(30)
         client.images.get(ECHO_IMAGE)
     except Exception as exc:  # noqa: BLE001 - any failure means: no usable engine
+        if client is not None:
+            client.close()
         if os.environ.get("CI"):
             pytest.fail(f"no usable Docker engine under CI: {exc}")
         pytest.skip(f"no usable Docker engine ({exc}); run python3 scripts/docker_setup.py")
+    import docker
+
     yield client
     ours = leaks.managed_containers(client)  # one listing: a container being removed is no NotFound
     for name in ours:

@@ -93,16 +93,18 @@ def _drive(python: Path, checkout: str, image: str, echo: str, tmp_path: Path) -
 
 def _echo_image() -> str:
     """``ECHO_IMAGE`` when Docker has it, else ``""`` (the Docker part is then skipped, and says so)."""
-    try:
-        import docker
+    from openenv._blocking.docker import connect_client  # closes its socket when the engine does not answer
 
-        engine = docker.from_env()
-        try:
-            engine.images.get(ECHO_IMAGE)
-        finally:
-            engine.close()
-    except Exception:  # noqa: BLE001 - no engine or no image
+    try:
+        engine = connect_client(30)
+    except Exception:  # noqa: BLE001 - no engine
         return ""
+    try:
+        engine.images.get(ECHO_IMAGE)
+    except Exception:  # noqa: BLE001 - no image
+        return ""
+    finally:
+        engine.close()
     return ECHO_IMAGE
 
 
