@@ -94,11 +94,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from openenv._core.options import redact_logger
 
 from . import _http
-from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
-from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
 from ._idle import IdleTimer, settle
-from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
+from ._settings import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_PENDING,
+    check_count,
+    check_seconds,
+    raise_keyboard_interrupt,
+)
+from ._wsserve import OVERLOADED as _OVERLOADED
+from ._wsserve import REFUSED_LINGER as _REFUSED_LINGER
+from ._wsserve import REFUSED_SKIP as _REFUSED_SKIP
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -238,14 +246,9 @@ def create_app(
         TypeError: ``factory`` is not callable.
         ValueError: a bad ``max_sessions``, ``idle_timeout`` or ``max_body_size``.
     """
-    if idle_timeout is not None and (
-        isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or idle_timeout <= 0
-    ):
-        raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
-    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 0:
-        raise ValueError(f"max_body_size must be a number of bytes (0 or more), not {max_body_size!r}")
+    idle = check_seconds("idle_timeout", idle_timeout)
+    max_body_size = check_count("max_body_size", max_body_size, minimum=0, unit="bytes")
     protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name, session_executor=_executor)
-    idle = None if idle_timeout is None else float(idle_timeout)
 
     async def get_route(request: Request) -> Response:
         return _response(await run_in_threadpool(_http.get, protocol, request.url.path))
@@ -487,12 +490,8 @@ def uvicorn_config(
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    if handshake_timeout is not None and (
-        isinstance(handshake_timeout, bool) or not isinstance(handshake_timeout, (int, float)) or handshake_timeout <= 0
-    ):
-        raise ValueError(f"handshake_timeout must be a positive number of seconds or None, not {handshake_timeout!r}")
-    if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-        raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
+    handshake_timeout = check_seconds("handshake_timeout", handshake_timeout)
+    max_pending = check_count("max_pending", max_pending)
     kwargs.setdefault("ws", _read_ahead_ws())  # websockets-sansio: the legacy implementation is deprecated
     http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
     config = uvicorn.Config(app, host=host, port=port, http=http, **kwargs)  # configures uvicorn's loggers
@@ -603,10 +602,8 @@ def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = 
     # raises it too (as EnvServer.serve_forever does), so both end here, as a clean exit
     import signal
 
-    from .app import _raise_keyboard_interrupt
-
     in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if in_main else None
+    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt) if in_main else None
     try:
         Server(config).run()
     except KeyboardInterrupt:
