@@ -309,9 +309,8 @@ class AsyncioTransport:
         """One ``/ws`` connection: take its slot, create the env, run the loop, clean up."""
         protocol = self._protocol
         reserved = claim_slot(connection)
-        env_cls = protocol._env_cls
         worker: _Worker | None = None
-        if env_cls is not None and runs_on_loop(env_cls):
+        if protocol.opens_on_loop():
             session, error = protocol.open_session(reserved=reserved)
         else:  # the factory may block (or the class is only known from an instance)
             worker = self._worker()

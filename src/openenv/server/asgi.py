@@ -282,8 +282,7 @@ def create_app(
             if not protocol.reserve_slot():
                 await _refuse(scope, receive, send, protocol)
                 return
-            env_cls = protocol._env_cls
-            if env_cls is not None and runs_on_loop(env_cls):  # no thread hop, not even to create it
+            if protocol.opens_on_loop():  # no thread hop, not even to create it
                 session, error = protocol.open_session(reserved=True)
             else:
                 session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
