@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor
+from types import GeneratorType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -79,12 +80,6 @@ async def aclose_quietly(env: Any) -> None:
             await result
     except Exception:
         logger.exception("environment close() raised")
-
-
-class _Reply(NamedTuple):
-    """A reply frame the step hot path made before calling the environment (an invalid action)."""
-
-    frame: str
 
 
 #: ``step`` data with these ``type`` values may be MCP actions: the general path decides.
@@ -145,35 +140,44 @@ class Session:
             return fn()
 
     # ------------------------------------------------------------- frames
+    #
+    # One decision path, two thin drivers.  `_plan()` decides what a message
+    # needs: a reply at once, the one ``step`` call of a plain step frame (the
+    # hot path: no generator), or the frame generator (`_dispatch()`), which
+    # yields the environment calls it needs (`EnvCall`) and turns their results
+    # or exceptions into the reply.  `handle()` makes those calls in the caller's
+    # thread, `handle_async()` awaits them on the loop; neither decides anything.
 
     def handle(self, raw: str | bytes) -> tuple[str | None, bool]:
         """One inbound WebSocket message: (reply frame or ``None``, keep the session open).
 
         Never raises for bad input; a binary message ends the session with a
-        ``SESSION_ERROR`` frame, as the reference server does.
+        ``SESSION_ERROR`` frame, as the reference server does.  An ``async``
+        method of the environment is run on a loop of its own.
         """
-        if not isinstance(raw, str):
-            # The reference server fails its receive_text() with KeyError('text').
-            return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
         try:
-            msg = _loads(raw)
-            if type(msg) is tuple:  # invalid JSON: the error frame
-                return msg
-            action = self._step_action(msg)
-            if action is not None:  # the hot path: a plain step frame
-                return self._step_sync(action), True
-            frames = self._dispatch(msg)
+            plan = self._plan(raw)
+            if type(plan) is tuple:  # answered without the environment
+                return plan
+            if type(plan) is not GeneratorType:  # a plain step's action: the hot path
+                try:
+                    observation = self.env.step(plan)
+                    if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                        observation = asyncio.run(_awaited(observation))
+                    return _observation_frame(observation), True
+                except Exception as exc:
+                    return _failed("step", exc), True
             try:
-                call = frames.send(None)
+                call = plan.send(None)
                 while True:
                     try:
                         result = call.run(self.env, aware=False)
                         if inspect.isawaitable(result):  # async env on a thread: a loop of its own for the call
                             result = asyncio.run(_awaited(result))
                     except Exception as exc:
-                        call = frames.throw(exc)
+                        call = plan.throw(exc)
                     else:
-                        call = frames.send(result)
+                        call = plan.send(result)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
         except Exception as exc:  # a bug here, not in the environment
@@ -188,95 +192,83 @@ class Session:
         blocking ones.  ``reset_async``/``step_async``, when the environment
         defines them as coroutine functions, are preferred to ``reset``/``step``.
         """
-        if not isinstance(raw, str):
-            return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
         try:
-            msg = _loads(raw)
-            if type(msg) is tuple:  # invalid JSON: the error frame
-                return msg
-            action = self._step_action(msg)
-            if action is not None:  # the hot path: a plain step frame
-                return await self._step_aware(action), True
-            frames = self._dispatch(msg)
+            plan = self._plan(raw)
+            if type(plan) is tuple:  # answered without the environment
+                return plan
+            env = self.env
+            if type(plan) is not GeneratorType:  # a plain step's action: the hot path
+                try:
+                    alt = getattr(env, "step_async", None)
+                    if alt is not None:
+                        func = getattr(alt, "__func__", alt)
+                        if func is not self._alt_func:  # iscoroutinefunction costs ~1 µs: once per function
+                            self._alt_func, self._alt_coro = func, inspect.iscoroutinefunction(alt)
+                        observation = await alt(plan) if self._alt_coro else env.step(plan)
+                    else:
+                        observation = env.step(plan)
+                    if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                        observation = await observation
+                    return _observation_frame(observation), True
+                except Exception as exc:
+                    return _failed("step", exc), True
             try:
-                call = frames.send(None)
+                call = plan.send(None)
                 while True:
                     try:
-                        result = call.run(self.env, aware=True)
+                        result = call.run(env, aware=True)
                         if inspect.isawaitable(result):
                             result = await result
                     except Exception as exc:
-                        call = frames.throw(exc)
+                        call = plan.throw(exc)
                     else:
-                        call = frames.send(result)
+                        call = plan.send(result)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
         except Exception as exc:  # a bug here, not in the environment
             logger.exception("session failed")
             return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
 
-    # ------------------------------------------------- the step hot path
-    #
-    # A plain ``step`` frame (``{"type":"step","data":{...}}``, no MCP action) is
-    # run without the frame generator: the same checks, calls and replies as
-    # `_dispatch()`/`_step()`, in straight-line code.
+    def _plan(self, raw: str | bytes) -> Any:
+        """What ``raw`` needs, for both drivers.
+
+        Returns:
+            a ``(reply, keep_open)`` tuple when no environment call is needed
+            (a binary message, invalid JSON, an invalid action); the validated
+            action of a plain ``step`` frame (the driver calls ``step`` and
+            turns the result into the reply as `_step()` would); else the
+            frame generator (`_dispatch()`).
+        """
+        if not isinstance(raw, str):
+            # The reference server fails its receive_text() with KeyError('text').
+            return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
+        msg = _loads(raw)
+        if type(msg) is tuple:  # invalid JSON: the error frame
+            return msg
+        action = self._step_action(msg)
+        if action is not None:
+            return action
+        return self._dispatch(msg)
 
     def _step_action(self, msg: Any) -> Any:
-        """The validated action of a plain ``step`` frame, a ``_Reply`` for an invalid one, else ``None``.
+        """The validated action of a plain ``step`` frame, the reply tuple for an invalid one, else ``None``.
 
-        ``None`` sends the frame down the general path (`_dispatch()`), which
-        answers everything else (envelope errors, MCP actions, other types).
+        A plain ``step`` frame (``{"type":"step","data":{...}}``, no MCP action)
+        skips the frame generator: the same checks, call and replies as
+        `_dispatch()`/`_step()`, in straight-line code.  ``None`` sends the
+        frame down the general path (`_dispatch()`), which answers everything
+        else (envelope errors, MCP actions, other types).
         """
         if type(msg) is not dict or len(msg) != 2 or msg.get("type") != "step":
             return None
         data = msg.get("data")
         if type(data) is not dict or data.get("type") in _MCP_TYPES:
             return None
-        env = self.env
-        action_type = getattr(env, "action_type", Action)
+        action_type = getattr(self.env, "action_type", Action)
         try:
             return action_type.model_validate(data)
         except ValidationError as exc:
-            return _Reply(_validation_frame(exc))
-
-    def _step_sync(self, action: Any) -> str:
-        """`_step()` driven by `handle()`: ``env.step(action)`` (an awaitable result run on a loop of its own)."""
-        if type(action) is _Reply:
-            return action.frame
-        try:
-            observation = self.env.step(action)
-            if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
-                observation = asyncio.run(_awaited(observation))
-            return _observation_frame(observation)
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        except Exception as exc:
-            logger.info("step raised", exc_info=True)
-            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
-
-    async def _step_aware(self, action: Any) -> str:
-        """`_step()` driven by `handle_async()`: ``step_async`` when it is a coroutine function, else ``step``."""
-        if type(action) is _Reply:
-            return action.frame
-        env = self.env
-        try:
-            step = env.step
-            alt = getattr(env, "step_async", None)
-            if alt is not None:
-                func = getattr(alt, "__func__", alt)
-                if func is not self._alt_func:  # iscoroutinefunction costs ~1 µs: once per function
-                    self._alt_func, self._alt_coro = func, inspect.iscoroutinefunction(alt)
-                observation = await alt(action) if self._alt_coro else step(action)
-            else:
-                observation = step(action)
-            if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
-                observation = await observation
-            return _observation_frame(observation)
-        except ValidationError as exc:
-            return _validation_frame(exc)
-        except Exception as exc:
-            logger.info("step raised", exc_info=True)
-            return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+            return _validation_frame(exc), True
 
     # ------------------------------------------------- the general path
 
@@ -375,15 +367,23 @@ def runs_on_loop(env: Any) -> bool:
     return False
 
 
+def _failed(what: str, exc: Exception) -> str:
+    """The reply when the environment's ``what`` (or its result's frame) raised ``exc``: the session goes on.
+
+    Called in the ``except`` block (the traceback is logged at ``INFO``).
+    """
+    if isinstance(exc, ValidationError):
+        return _validation_frame(exc)
+    logger.info("%s raised", what, exc_info=True)
+    return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+
+
 def _reset(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
     try:
         observation = yield EnvCall("reset", None, data)
         return _observation_frame(observation)
-    except ValidationError as exc:
-        return _validation_frame(exc)
     except Exception as exc:
-        logger.info("reset raised", exc_info=True)
-        return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+        return _failed("reset", exc)
 
 
 def _step(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
@@ -399,18 +399,12 @@ def _step(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
             return _observation_frame(step_observation(env, data))
         observation = yield EnvCall("step", action)
         return _observation_frame(observation)
-    except ValidationError as exc:
-        return _validation_frame(exc)
     except Exception as exc:
-        logger.info("step raised", exc_info=True)
-        return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+        return _failed("step", exc)
 
 
 def _state(env: Any) -> str:
     try:
         return _state_frame(env.state)
-    except ValidationError as exc:
-        return _validation_frame(exc)
     except Exception as exc:
-        logger.info("state raised", exc_info=True)
-        return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+        return _failed("state", exc)
