@@ -40,18 +40,10 @@ from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
+from ._refusal import Refusal
 from ._settings import PendingGate, ServerSettings
 from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
-from ._wsserve import (
-    OVERLOADED,
-    REFUSED_LINGER,
-    REFUSED_SKIP,
-    body_response,
-    claim_slot,
-    handshake_ended,
-    payload,
-    process_request,
-)
+from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
 from .protocol import EnvProtocol, Session, runs_on_loop
 
 __all__ = ["AsyncioTransport"]
@@ -411,11 +403,8 @@ def _make_connection_class(transport: AsyncioTransport) -> type[ServerConnection
         #: Whether this connection holds a reserved session slot (set by ``process_request``).
         slot = False
         _pending = False
-        _refused = False
-        _drop: asyncio.TimerHandle | None = None
-        _sock: asyncio.WriteTransport | None = None
+        _refusal: Refusal | None = None
         _accepted: asyncio.BaseTransport | None = None
-        _skipped: bytes | None = b""
 
         def __init__(self, protocol_: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             super().__init__(protocol_, *args, **kwargs)
@@ -426,62 +415,29 @@ def _make_connection_class(transport: AsyncioTransport) -> type[ServerConnection
             self._accepted = transport_
             transport._transports.add(transport_)
             if not pending.enter():
-                # Refused: websockets never sees the connection. Its request's headers are skipped (up to
-                # 8 KiB, within 1 s; never parsed), then answered 503 with a half-close, so that the client
-                # reads the 503 as the answer to its request rather than an early reply or a reset.
-                self._refused = True
-                self._skipped = b""
-                sock = cast(asyncio.WriteTransport, transport_)
-                self._sock = sock
-                self._drop = asyncio.get_running_loop().call_later(REFUSED_LINGER, self._refuse)
+                # refused (openenv.server._refusal): websockets never sees the connection
+                self._refusal = Refusal(cast(asyncio.WriteTransport, transport_))
                 return
             self._pending = True
             transport._connections.add(self)
             super().connection_made(transport_)
 
         def data_received(self, data: bytes) -> None:
-            if not self._refused:
+            if self._refusal is None:
                 super().data_received(data)
-                return
-            if self._skipped is None:
-                return  # answered: discard the rest until the client's EOF
-            self._skipped = (self._skipped + data)[-REFUSED_SKIP:]
-            if b"\r\n\r\n" in self._skipped or len(self._skipped) >= REFUSED_SKIP:
-                self._refuse()
-
-        def _refuse(self) -> None:
-            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
-            sock = self._sock
-            if sock is None or self._skipped is None:
-                if sock is not None:
-                    sock.abort()  # the linger ran out after the answer
-                return
-            self._skipped = None
-            if self._drop is not None:
-                self._drop.cancel()
-            try:
-                sock.write(OVERLOADED)
-                if sock.can_write_eof():
-                    sock.write_eof()
-                self._drop = asyncio.get_running_loop().call_later(REFUSED_LINGER, sock.abort)
-            except (OSError, RuntimeError):
-                sock.abort()
+            else:
+                self._refusal.data_received(data)
 
         def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows a bool
-            if self._refused:
-                if self._skipped is not None:
-                    self._refuse()
-                if self._sock is not None:
-                    self._sock.close()  # after flushing the answer
-                return True
+            if self._refusal is not None:
+                return self._refusal.eof_received()
             return super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._accepted is not None:
                 transport._transports.discard(self._accepted)
-            if self._refused:
-                if self._drop is not None:
-                    self._drop.cancel()
+            if self._refusal is not None:
+                self._refusal.connection_lost()
                 return
             self._leave_pending()
             transport._connections.discard(self)

@@ -22,7 +22,6 @@ import functools
 import logging
 import socket
 import threading
-import time
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed
@@ -32,18 +31,10 @@ from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
+from ._refusal import refuse_socket
 from ._settings import PendingGate, ServerSettings
 from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, read_after_fail, server_logger
-from ._wsserve import (
-    OVERLOADED,
-    REFUSED_LINGER,
-    REFUSED_SKIP,
-    body_response,
-    claim_slot,
-    handshake_ended,
-    payload,
-    process_request,
-)
+from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
 from .protocol import EnvProtocol, Session
 
 __all__ = ["ThreadsTransport"]
@@ -192,7 +183,7 @@ def _make_connection_class(transport: ThreadsTransport) -> type[ServerConnection
         # websockets 17 passes the server as a third argument; 15 and 16 do not.
         def __init__(self, sock: socket.socket, protocol_: ServerProtocol, *args: Any, **kwargs: Any) -> None:
             if not pending.enter():
-                _refuse_now(sock)
+                refuse_socket(sock)
                 raise _Refused
             try:
                 install_request_parser(protocol_, body_response)
@@ -211,36 +202,6 @@ def _make_connection_class(transport: ThreadsTransport) -> type[ServerConnection
                 handshake_ended(self, protocol)
 
     return _Connection
-
-
-def _refuse_now(sock: socket.socket) -> None:
-    """Skip the request head, answer ``503`` with a half-close, and wait a moment for the client's EOF.
-
-    As the asyncio transport refuses (`openenv.server._aio`): a socket closed
-    with the client's request unread ends in a reset, which the client may
-    read before the 503 ("closed the connection during the handshake", which a
-    pool does not retry).  In the connection's own thread, each step bounded by
-    the linger (3 s); the caller closes the socket.
-    """
-    deadline = time.monotonic() + REFUSED_LINGER
-    try:
-        head = b""
-        while b"\r\n\r\n" not in head and len(head) < REFUSED_SKIP:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            head = (head + chunk)[-REFUSED_SKIP:]
-        sock.settimeout(REFUSED_LINGER)
-        sock.sendall(OVERLOADED)
-        sock.shutdown(socket.SHUT_WR)
-        end = time.monotonic() + REFUSED_LINGER
-        while time.monotonic() < end:  # the client reads the answer, then closes: its EOF
-            sock.settimeout(max(end - time.monotonic(), 0.001))
-            if not sock.recv(4096):
-                break
-    except OSError:  # a timeout, a reset: the client is gone or too slow
-        pass
 
 
 def _send(connection: ServerConnection, frame: str) -> bool:

@@ -8,9 +8,6 @@
   accept): the upgrade reserves a slot, refused with ``503`` and the
   ``CAPACITY_REACHED`` frame at capacity; the session claims it
   (`claim_slot()`); a handshake that fails gives it back (`handshake_ended()`);
-* the raw ``503`` a connection beyond the pending cap gets (`OVERLOADED`, also
-  the ASGI app's under `openenv.server.asgi.uvicorn_config()`), and how long
-  such a connection is kept to read it;
 * `payload()`: a reply frame's bytes.
 
 Nothing here keeps state: the transports pass the protocol in.
@@ -33,9 +30,6 @@ from ._wscompat import method_of
 from .protocol import EnvProtocol
 
 __all__ = [
-    "OVERLOADED",
-    "REFUSED_LINGER",
-    "REFUSED_SKIP",
     "process_request",
     "body_response",
     "claim_slot",
@@ -43,24 +37,6 @@ __all__ = [
     "payload",
     "is_upgrade",
 ]
-
-#: The raw answer to a connection beyond the pending cap (sent without parsing the request).
-_OVERLOADED_BODY = b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
-OVERLOADED = (
-    b"HTTP/1.1 503 Service Unavailable\r\n"
-    b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Content-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
-)
-
-#: Seconds a connection refused by the pending cap is kept to drain the client's request, and again after
-#: the 503 for the client to read it.  1 s was too short on a loaded machine: a client thread that sent its
-#: request late found the socket aborted, its 503 lost to the reset ("closed during the handshake", which a
-#: pool does not retry, where a 503 is retried).
-REFUSED_LINGER = 3.0
-
-#: Bytes of a refused connection's request skipped, at most, before the 503.
-REFUSED_SKIP = 8192
-
 
 # ------------------------------------------------------------------ HTTP
 

@@ -96,6 +96,8 @@ from openenv._core.options import redact_logger
 from . import _http
 from ._http import HttpReply
 from ._idle import IdleTimer, settle
+from ._refusal import REFUSED_LINGER as _REFUSED_LINGER
+from ._refusal import Refusal
 from ._settings import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -104,9 +106,6 @@ from ._settings import (
     check_seconds,
     raise_keyboard_interrupt,
 )
-from ._wsserve import OVERLOADED as _OVERLOADED
-from ._wsserve import REFUSED_LINGER as _REFUSED_LINGER
-from ._wsserve import REFUSED_SKIP as _REFUSED_SKIP
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -618,53 +617,25 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
 
     class LimitedHttp(base):  # type: ignore[valid-type, misc]
         _timer: asyncio.TimerHandle | None = None
-        _refused = False
-        _skipped: bytes | None = b""  # a refused connection's request head so far; None once answered
-        _drop: asyncio.TimerHandle | None = None
+        _refusal: Refusal | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if len(waiting) >= max_pending:
-                # Refused as the embedded asyncio server does: the request head is skipped (up to 8 KiB, within
-                # the linger; never parsed), then answered 503 with a half-close, so that the client reads the
-                # 503 as the answer to its request rather than a reset (its unread request made close() an RST)
+                # refused as the embedded servers do (openenv.server._refusal)
                 logger.warning("refusing a connection: %d connections already waiting for a request", max_pending)
-                self._refused = True
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
+                self._refusal = Refusal(self.transport)
                 return
             self._wait()
 
-        def _refuse(self) -> None:
-            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
-            transport = self.transport
-            if self._skipped is None:
-                transport.abort()  # the linger ran out after the answer
-                return
-            self._skipped = None
-            if self._drop is not None:
-                self._drop.cancel()
-            try:
-                transport.write(_OVERLOADED)
-                if transport.can_write_eof():
-                    transport.write_eof()
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, transport.abort)
-            except (OSError, RuntimeError):
-                transport.abort()
-
         def eof_received(self) -> bool | None:
-            if self._refused:
-                if self._skipped is not None:
-                    self._refuse()
-                self.transport.close()  # after flushing the answer
-                return True
+            if self._refusal is not None:
+                return self._refusal.eof_received()
             return super().eof_received()  # type: ignore[no-any-return]
 
         def data_received(self, data: bytes) -> None:
-            if self._refused:
-                if self._skipped is not None:
-                    self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
-                    if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
-                        self._refuse()
+            if self._refusal is not None:
+                self._refusal.data_received(data)
                 return
             super().data_received(data)
             transport = self.transport
@@ -679,8 +650,8 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
                 self._wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._drop is not None:
-                self._drop.cancel()
+            if self._refusal is not None:
+                self._refusal.connection_lost()
             self._done()
             super().connection_lost(exc)
 
