@@ -22,7 +22,10 @@ What it serves
   False``, or ``async`` methods) runs on that loop, a blocking one on a worker
   thread of its own per session, so a slow ``step`` blocks only its session
   while keepalive pings are still answered. ``transport="threads"`` runs each
-  connection in websockets' own threads instead.
+  connection in websockets' own threads instead (`openenv.server._threads`).
+  This module is the facade: it checks the options, freezes them into the
+  `openenv.server._settings.ServerSettings` each transport is given with the
+  protocol, and starts and stops the chosen transport.
 * HTTP ``GET /health``, ``/metadata``, ``/schema`` and ``/state`` (stateless:
   each ``/state`` call creates, reads and closes a fresh instance), answered
   from websockets' ``process_request`` hook with JSON bodies.
