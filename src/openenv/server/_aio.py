@@ -220,13 +220,8 @@ class AsyncioTransport:
                 settings.port,
                 process_request=self._process_request,
                 create_connection=_make_connection_class(self),
-                open_timeout=settings.handshake_timeout,
-                max_size=settings.max_message_size,
-                ping_interval=settings.ping_interval,
-                ping_timeout=settings.ping_timeout,
-                ssl=settings.ssl,
                 logger=server_logger(),
-                backlog=settings.backlog,  # to loop.create_server (websockets' default: 100)
+                **settings.serve_options(),
             )
         except BaseException as exc:
             bound.set_exception(exc)

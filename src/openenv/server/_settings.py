@@ -15,7 +15,7 @@ import logging
 import ssl as _ssl
 import threading
 from types import FrameType
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
@@ -132,6 +132,20 @@ class ServerSettings:
     #: seconds a connection has to finish its handshake (websockets' ``open_timeout``; ``None``: no limit)
     handshake_timeout: float | None
     backlog: int
+
+    def serve_options(self) -> dict[str, Any]:
+        """The keyword arguments of websockets' ``serve()`` (threading or asyncio) that these settings make.
+
+        ``backlog`` goes on to the listening socket (websockets' default: 100).
+        """
+        return {
+            "open_timeout": self.handshake_timeout,
+            "max_size": self.max_message_size,
+            "ping_interval": self.ping_interval,
+            "ping_timeout": self.ping_timeout,
+            "ssl": self.ssl,
+            "backlog": self.backlog,
+        }
 
 
 class PendingGate:

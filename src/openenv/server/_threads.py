@@ -70,13 +70,8 @@ class ThreadsTransport:
             settings.port,
             process_request=functools.partial(process_request, self._protocol),
             create_connection=_make_connection_class(self),
-            open_timeout=settings.handshake_timeout,
-            max_size=settings.max_message_size,
-            ping_interval=settings.ping_interval,
-            ping_timeout=settings.ping_timeout,
-            ssl=settings.ssl,
             logger=server_logger(),
-            backlog=settings.backlog,
+            **settings.serve_options(),
         )
         port: int = server.socket.getsockname()[1]
         thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{port}", daemon=True)
