@@ -2,7 +2,7 @@
 
 websockets documents only part of what ``src/openenv/_shim_async.py``,
 ``src/openenv/_shim_sync.py`` and the server (``server/_wscompat.py``,
-``server/_aio.py``, ``server/app.py``) touch: the server replaces the HTTP
+``server/_aio.py``, ``server/_threads.py``) touch: the server replaces the HTTP
 request parser of the sans-I/O ``ServerProtocol`` (to answer requests that
 carry a body), subclasses the threading and the asyncio servers'
 ``ServerConnection`` (to cap pending handshakes), and the client shims drop
@@ -34,6 +34,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 from openenv import _shim_async, _shim_sync
 from openenv.server import EnvServer
 from openenv.server import _wscompat as wscompat
+from openenv.server._wsserve import body_response
 
 from .envs import CounterEnv
 
@@ -86,7 +87,7 @@ def test_install_request_parser_really_installs() -> None:
     """``_install_request_parser`` keeps websockets' parser on an unknown layout: make that loud here."""
     protocol = _protocol()
     original = protocol.parser
-    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
+    wscompat.install_request_parser(protocol, body_response)
     assert protocol.parser is not original, _broken(
         "the server's request parser could not be installed (protocol layout changed)", PARSER
     )
@@ -109,7 +110,7 @@ def _feed(protocol: ServerProtocol, data: bytes) -> None:
 def test_request_with_a_body_is_refused_after_the_headers() -> None:
     """``_body_request`` reads the refusal of a body from the lines read so far: the blank line must be among them."""
     protocol = _protocol()
-    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
+    wscompat.install_request_parser(protocol, body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 501 "), _broken(f"a POST with a body was answered {data[:40]!r}", PARSER)
@@ -119,7 +120,7 @@ def test_request_with_a_body_is_refused_after_the_headers() -> None:
 def test_post_without_a_body_reaches_process_request() -> None:
     """websockets < 17 refuses any method but GET in ``Request.parse``: our parser hands it over anyway."""
     protocol = _protocol()
-    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
+    wscompat.install_request_parser(protocol, body_response)
     _feed(protocol, b"POST /reset HTTP/1.1\r\nHost: x\r\n\r\n")
     events = protocol.events_received()
     assert len(events) == 1 and isinstance(events[0], Request), _broken(
@@ -139,7 +140,7 @@ def test_post_without_a_body_reaches_process_request() -> None:
 def test_too_long_lines_raise_security_error(request_bytes: bytes, status: bytes) -> None:
     """The parser maps websockets' ``SecurityError`` for too-long lines to 414/431."""
     protocol = _protocol()
-    wscompat.install_request_parser(protocol, EnvServer(CounterEnv)._body_response)
+    wscompat.install_request_parser(protocol, body_response)
     _feed(protocol, request_bytes)
     data = b"".join(protocol.data_to_send())
     assert data.startswith(b"HTTP/1.1 " + status), _broken(
@@ -150,8 +151,8 @@ def test_too_long_lines_raise_security_error(request_bytes: bytes, status: bytes
 # --------------------------------------------------------------------------- server: threading server
 
 
-CONNECTION = "openenv.server.app._make_connection_class (pending-handshake cap, slot bookkeeping)"
-STOP = "openenv.server.app.EnvServer.stop (closing sessions with 1012)"
+CONNECTION = "openenv.server._threads._make_connection_class (pending-handshake cap, slot bookkeeping)"
+STOP = "openenv.server._threads.ThreadsTransport.stop (closing sessions with 1012)"
 
 
 def test_serve_accepts_our_hooks() -> None:

@@ -3,8 +3,11 @@
 websockets' asyncio server on an event loop of its own, in one daemon thread
 started by `EnvServer.start()`. Every connection is a task on that loop: a
 connection costs no thread. The frames go through the same sans-I/O
-`openenv.server.protocol` as the threading transport, and HTTP answers through
-the same ``EnvServer._process_request``/``_body_response``.
+`openenv.server.protocol` as the threading transport (`openenv.server._threads`),
+and the HTTP hooks and the handshake's slot rule are the same
+`openenv.server._wsserve` functions.  It is given what it needs
+(`AsyncioTransport(settings, protocol, pending)`) and reads nothing else of the
+facade.
 
 Environments that do not block (`openenv.server.protocol.runs_on_loop`: async
 methods, OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) run
@@ -23,12 +26,11 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
-import json
 import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -38,35 +40,17 @@ from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
+from ._refusal import Refusal
+from ._settings import PendingGate, ServerSettings
 from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
-from .protocol import Session, runs_on_loop
+from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
+from .protocol import EnvProtocol, Session, runs_on_loop
 
-if TYPE_CHECKING:
-    from .app import EnvServer
-
-__all__ = ["AsyncioTransport", "OVERLOADED"]
+__all__ = ["AsyncioTransport"]
 
 logger = logging.getLogger("openenv.server")
 
 T = TypeVar("T")
-
-#: The raw answer to a connection beyond the pending cap (sent without reading the request).
-_OVERLOADED_BODY = b'{"detail":"Too many pending connections: the server is overloaded; retry later"}'
-OVERLOADED = (
-    b"HTTP/1.1 503 Service Unavailable\r\n"
-    b"Connection: close\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Content-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
-)
-
-
-#: Seconds a connection refused by the pending cap is kept to drain the client's request, and again after
-#: the 503 for the client to read it.  1 s was too short on a loaded machine: a client thread that sent its
-#: request late found the socket aborted, its 503 lost to the reset ("closed during the handshake", which a
-#: pool does not retry, where a 503 is retried).
-_REFUSED_LINGER = 3.0
-
-#: Bytes of a refused connection's request skipped, at most, before the 503.
-_REFUSED_SKIP = 8192
 
 
 class _Inbox:
@@ -142,13 +126,6 @@ class _Worker:
         self._queue.put(None)
 
 
-def _payload(frame: str) -> bytes:
-    try:
-        return frame.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates from the client's JSON: re-encode as ASCII escapes
-        return json.dumps(json.loads(frame), separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
 def _idle_watch(connection: ServerConnection, idle: float) -> IdleTimer:
     """The connection's idle timer: closes it (``1001``) when its client sent nothing for ``idle`` seconds."""
 
@@ -161,10 +138,12 @@ def _idle_watch(connection: ServerConnection, idle: float) -> IdleTimer:
 
 
 class AsyncioTransport:
-    """Serves one `EnvServer` on websockets' asyncio server, its loop in a thread of its own."""
+    """Serves one protocol on websockets' asyncio server, its loop in a thread of its own."""
 
-    def __init__(self, owner: EnvServer) -> None:
-        self._owner = owner
+    def __init__(self, settings: ServerSettings, protocol: EnvProtocol, pending: PendingGate) -> None:
+        self._settings = settings
+        self._protocol = protocol
+        self._pending = pending
         self._loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
         self._stop: asyncio.Event | None = None
@@ -184,7 +163,6 @@ class AsyncioTransport:
         """Bind, serve in a new daemon thread, and return the bound port (raises ``OSError`` if binding fails)."""
         loop = asyncio.new_event_loop()
         bound: concurrent.futures.Future[int] = concurrent.futures.Future()
-        owner = self._owner
 
         ended = self._ended = threading.Event()
 
@@ -200,7 +178,7 @@ class AsyncioTransport:
                     loop.close()
                     ended.set()
 
-        thread = threading.Thread(target=run, name=f"openenv-server-{owner.port}", daemon=True)
+        thread = threading.Thread(target=run, name=f"openenv-server-{self._settings.port}", daemon=True)
         self._loop, self.thread = loop, thread
         thread.start()
         try:
@@ -233,22 +211,17 @@ class AsyncioTransport:
         self._workers.clear()
 
     async def _serve(self, bound: concurrent.futures.Future[int]) -> None:
-        owner = self._owner
+        settings = self._settings
         self._stop = asyncio.Event()
         try:
             server = await serve(
                 self._handler,
-                owner.host,
-                owner.port,
+                settings.host,
+                settings.port,
                 process_request=self._process_request,
-                create_connection=_make_connection_class(owner, self),
-                open_timeout=owner._handshake_timeout,
-                max_size=owner._max_message_size,
-                ping_interval=owner._ping_interval,
-                ping_timeout=owner._ping_timeout,
-                ssl=owner._ssl,
+                create_connection=_make_connection_class(self),
                 logger=server_logger(),
-                backlog=owner._backlog,  # to loop.create_server (websockets' default: 100)
+                **settings.serve_options(),
             )
         except BaseException as exc:
             bound.set_exception(exc)
@@ -300,35 +273,31 @@ class AsyncioTransport:
     # ------------------------------------------------------------- HTTP
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Any:
-        """websockets' hook: `EnvServer._process_request`, off the loop for a route that may block.
+        """websockets' hook: `openenv.server._wsserve.process_request`, off the loop for a route that may block.
 
         ``GET /state`` (and ``/metadata``, ``/schema`` of a factory that is not
         a class) may build an environment: on a worker thread, like a blocking
         session's calls, so the loop keeps serving every other connection.
         """
-        owner = self._owner
+        protocol = self._protocol
         path = request.path.split("?", 1)[0]
         if (
             method_of(request) == "GET"
             and "websocket" not in request.headers.get("Upgrade", "").lower()
-            and owner._protocol.get_may_block(path)
+            and protocol.get_may_block(path)
         ):
             loop = asyncio.get_running_loop()
-            return loop.run_in_executor(None, owner._process_request, connection, request)
-        return owner._process_request(connection, request)
+            return loop.run_in_executor(None, process_request, protocol, connection, request)
+        return process_request(protocol, connection, request)
 
     # ------------------------------------------------------------- sessions
 
     async def _handler(self, connection: ServerConnection) -> None:
         """One ``/ws`` connection: take its slot, create the env, run the loop, clean up."""
-        owner = self._owner
-        protocol = owner._protocol
-        reserved = bool(getattr(connection, "slot", False))
-        if reserved:
-            connection.slot = False  # type: ignore[attr-defined]  # reserved by process_request: ours now
-        env_cls = protocol._env_cls
+        protocol = self._protocol
+        reserved = claim_slot(connection)
         worker: _Worker | None = None
-        if env_cls is not None and runs_on_loop(env_cls):
+        if protocol.opens_on_loop():
             session, error = protocol.open_session(reserved=reserved)
         else:  # the factory may block (or the class is only known from an instance)
             worker = self._worker()
@@ -359,7 +328,7 @@ class AsyncioTransport:
         self._made += 1
         if self._inbox is None:
             self._inbox = _Inbox(asyncio.get_running_loop())
-        worker = _Worker(f"openenv-session-{self._owner.port}-{self._made}", self._inbox)
+        worker = _Worker(f"openenv-session-{self._settings.port}-{self._made}", self._inbox)
         self._workers.add(worker)
         return worker
 
@@ -370,7 +339,7 @@ class AsyncioTransport:
             self._workers.discard(done)
 
     async def _session_loop(self, connection: ServerConnection, session: Session, worker: _Worker | None) -> None:
-        idle = self._owner._idle_timeout
+        idle = self._settings.idle_timeout
         watch = None if idle is None else _idle_watch(connection, idle)
         handle = session.handle
         handle_async = session.handle_async
@@ -390,7 +359,7 @@ class AsyncioTransport:
                     reply, keep_open = await worker.run(functools.partial(handle, raw))
                 if reply is not None:  # `_send()`, inlined: one coroutine less per frame
                     try:
-                        await send(_payload(reply), text=True)
+                        await send(payload(reply), text=True)
                     except ConnectionClosed:
                         return
                 if not keep_open:
@@ -405,7 +374,7 @@ class AsyncioTransport:
 async def _send(connection: ServerConnection, frame: str) -> bool:
     """Send one text frame; ``False`` if the connection is gone."""
     try:
-        await connection.send(_payload(frame), text=True)
+        await connection.send(payload(frame), text=True)
     except ConnectionClosed:
         return False
     return True
@@ -421,84 +390,49 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
-def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> type[ServerConnection]:
-    """A ``ServerConnection`` subclass bound to ``owner``: the pending cap, the body parser, slot bookkeeping."""
+def _make_connection_class(transport: AsyncioTransport) -> type[ServerConnection]:
+    """A ``ServerConnection`` subclass bound to ``transport``: the pending cap, the body parser, slot bookkeeping."""
+    pending, protocol = transport._pending, transport._protocol
 
     class _Connection(ServerConnection):
         #: Whether this connection holds a reserved session slot (set by ``process_request``).
         slot = False
         _pending = False
-        _refused = False
-        _drop: asyncio.TimerHandle | None = None
-        _sock: asyncio.WriteTransport | None = None
+        _refusal: Refusal | None = None
         _accepted: asyncio.BaseTransport | None = None
-        _skipped: bytes | None = b""
 
-        def __init__(self, protocol: ServerProtocol, *args: Any, **kwargs: Any) -> None:
-            super().__init__(protocol, *args, **kwargs)
-            install_request_parser(protocol, owner._body_response)
+        def __init__(self, protocol_: ServerProtocol, *args: Any, **kwargs: Any) -> None:
+            super().__init__(protocol_, *args, **kwargs)
+            install_request_parser(protocol_, body_response)
             read_after_fail(self)
 
         def connection_made(self, transport_: asyncio.BaseTransport) -> None:
             self._accepted = transport_
             transport._transports.add(transport_)
-            if not owner._enter_pending():
-                # Refused: websockets never sees the connection. Its request's headers are skipped (up to
-                # 8 KiB, within 1 s; never parsed), then answered 503 with a half-close, so that the client
-                # reads the 503 as the answer to its request rather than an early reply or a reset.
-                self._refused = True
-                self._skipped = b""
-                sock = cast(asyncio.WriteTransport, transport_)
-                self._sock = sock
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
+            if not pending.enter():
+                # refused (openenv.server._refusal): websockets never sees the connection
+                self._refusal = Refusal(cast(asyncio.WriteTransport, transport_))
                 return
             self._pending = True
             transport._connections.add(self)
             super().connection_made(transport_)
 
         def data_received(self, data: bytes) -> None:
-            if not self._refused:
+            if self._refusal is None:
                 super().data_received(data)
-                return
-            if self._skipped is None:
-                return  # answered: discard the rest until the client's EOF
-            self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
-            if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
-                self._refuse()
-
-        def _refuse(self) -> None:
-            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
-            sock = self._sock
-            if sock is None or self._skipped is None:
-                if sock is not None:
-                    sock.abort()  # the linger ran out after the answer
-                return
-            self._skipped = None
-            if self._drop is not None:
-                self._drop.cancel()
-            try:
-                sock.write(OVERLOADED)
-                if sock.can_write_eof():
-                    sock.write_eof()
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, sock.abort)
-            except (OSError, RuntimeError):
-                sock.abort()
+            else:
+                self._refusal.data_received(data)
 
         def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows a bool
-            if self._refused:
-                if self._skipped is not None:
-                    self._refuse()
-                if self._sock is not None:
-                    self._sock.close()  # after flushing the answer
-                return True
+            if self._refusal is not None:
+                return self._refusal.eof_received()
             return super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._accepted is not None:
                 transport._transports.discard(self._accepted)
-            if self._refused:
-                if self._drop is not None:
-                    self._drop.cancel()
+            if self._refusal is not None:
+                self._refusal.connection_lost()
                 return
             self._leave_pending()
             transport._connections.discard(self)
@@ -507,15 +441,13 @@ def _make_connection_class(owner: EnvServer, transport: AsyncioTransport) -> typ
         def _leave_pending(self) -> None:
             if self._pending:
                 self._pending = False
-                owner._leave_pending()
+                pending.leave()
 
         async def handshake(self, *args: Any, **kwargs: Any) -> None:
             try:
                 await super().handshake(*args, **kwargs)
             finally:
                 self._leave_pending()
-                if self.slot and self.protocol.state is not OPEN:  # reserved, then the handshake failed
-                    self.slot = False
-                    owner._protocol.release_slot()
+                handshake_ended(self, protocol)
 
     return _Connection

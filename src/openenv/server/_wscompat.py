@@ -13,8 +13,8 @@ support matrix, so a release that moves one fails there, not in production.
 * ``Request.method``/``.protocol`` (fields on 17; set as attributes before);
 * the threading ``Server.shutdown(close_connections=...)`` (17; before, it
   only stops accepting), and ``ServerConnection.close_socket()`` (`drop()`),
-  which ``EnvServer.stop()`` uses on websockets < 17 for connections still in
-  their opening handshake.
+  which the threading transport's ``stop()`` (`openenv.server._threads`) uses
+  on websockets < 17 for connections still in their opening handshake.
 
 The asyncio transport (`openenv.server._aio`) subclasses websockets'
 asyncio ``ServerConnection`` through documented hooks only (``create_connection``,
@@ -70,7 +70,7 @@ BodyResponse = Callable[[Request, bool], Response]
 DRAIN_LIMIT = 64 * 1024
 
 #: websockets 17's ``Server.shutdown`` closes open connections and waits for them; before, it only
-#: closed the listening socket (then ``EnvServer.stop()`` does the rest itself).
+#: closed the listening socket (then ``ThreadsTransport.stop()`` does the rest itself).
 SYNC_SHUTDOWN_CLOSES = "close_connections" in inspect.signature(Server.shutdown).parameters
 
 

@@ -94,11 +94,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from openenv._core.options import redact_logger
 
 from . import _http
-from ._aio import _REFUSED_LINGER, _REFUSED_SKIP
-from ._aio import OVERLOADED as _OVERLOADED
 from ._http import HttpReply
 from ._idle import IdleTimer, settle
-from .app import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_PENDING
+from ._refusal import REFUSED_LINGER as _REFUSED_LINGER
+from ._refusal import Refusal
+from ._settings import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_PENDING,
+    check_count,
+    check_seconds,
+    raise_keyboard_interrupt,
+)
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
 
 if TYPE_CHECKING:
@@ -238,14 +245,9 @@ def create_app(
         TypeError: ``factory`` is not callable.
         ValueError: a bad ``max_sessions``, ``idle_timeout`` or ``max_body_size``.
     """
-    if idle_timeout is not None and (
-        isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or idle_timeout <= 0
-    ):
-        raise ValueError(f"idle_timeout must be a positive number of seconds or None, not {idle_timeout!r}")
-    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 0:
-        raise ValueError(f"max_body_size must be a number of bytes (0 or more), not {max_body_size!r}")
+    idle = check_seconds("idle_timeout", idle_timeout)
+    max_body_size = check_count("max_body_size", max_body_size, minimum=0, unit="bytes")
     protocol = EnvProtocol(factory, max_sessions=max_sessions, name=name, session_executor=_executor)
-    idle = None if idle_timeout is None else float(idle_timeout)
 
     async def get_route(request: Request) -> Response:
         return _response(await run_in_threadpool(_http.get, protocol, request.url.path))
@@ -279,8 +281,7 @@ def create_app(
             if not protocol.reserve_slot():
                 await _refuse(scope, receive, send, protocol)
                 return
-            env_cls = protocol._env_cls
-            if env_cls is not None and runs_on_loop(env_cls):  # no thread hop, not even to create it
+            if protocol.opens_on_loop():  # no thread hop, not even to create it
                 session, error = protocol.open_session(reserved=True)
             else:
                 session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
@@ -487,12 +488,8 @@ def uvicorn_config(
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    if handshake_timeout is not None and (
-        isinstance(handshake_timeout, bool) or not isinstance(handshake_timeout, (int, float)) or handshake_timeout <= 0
-    ):
-        raise ValueError(f"handshake_timeout must be a positive number of seconds or None, not {handshake_timeout!r}")
-    if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-        raise ValueError(f"max_pending must be at least 1, not {max_pending!r}")
+    handshake_timeout = check_seconds("handshake_timeout", handshake_timeout)
+    max_pending = check_count("max_pending", max_pending)
     kwargs.setdefault("ws", _read_ahead_ws())  # websockets-sansio: the legacy implementation is deprecated
     http = _limited_http(AutoHTTPProtocol, handshake_timeout, max_pending)
     config = uvicorn.Config(app, host=host, port=port, http=http, **kwargs)  # configures uvicorn's loggers
@@ -603,10 +600,8 @@ def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = 
     # raises it too (as EnvServer.serve_forever does), so both end here, as a clean exit
     import signal
 
-    from .app import _raise_keyboard_interrupt
-
     in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt) if in_main else None
+    previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt) if in_main else None
     try:
         Server(config).run()
     except KeyboardInterrupt:
@@ -622,53 +617,25 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
 
     class LimitedHttp(base):  # type: ignore[valid-type, misc]
         _timer: asyncio.TimerHandle | None = None
-        _refused = False
-        _skipped: bytes | None = b""  # a refused connection's request head so far; None once answered
-        _drop: asyncio.TimerHandle | None = None
+        _refusal: Refusal | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             if len(waiting) >= max_pending:
-                # Refused as the embedded asyncio server does: the request head is skipped (up to 8 KiB, within
-                # the linger; never parsed), then answered 503 with a half-close, so that the client reads the
-                # 503 as the answer to its request rather than a reset (its unread request made close() an RST)
+                # refused as the embedded servers do (openenv.server._refusal)
                 logger.warning("refusing a connection: %d connections already waiting for a request", max_pending)
-                self._refused = True
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, self._refuse)
+                self._refusal = Refusal(self.transport)
                 return
             self._wait()
 
-        def _refuse(self) -> None:
-            """Answer ``503`` (once) and shut the write side; drop the socket if the client lingers."""
-            transport = self.transport
-            if self._skipped is None:
-                transport.abort()  # the linger ran out after the answer
-                return
-            self._skipped = None
-            if self._drop is not None:
-                self._drop.cancel()
-            try:
-                transport.write(_OVERLOADED)
-                if transport.can_write_eof():
-                    transport.write_eof()
-                self._drop = asyncio.get_running_loop().call_later(_REFUSED_LINGER, transport.abort)
-            except (OSError, RuntimeError):
-                transport.abort()
-
         def eof_received(self) -> bool | None:
-            if self._refused:
-                if self._skipped is not None:
-                    self._refuse()
-                self.transport.close()  # after flushing the answer
-                return True
+            if self._refusal is not None:
+                return self._refusal.eof_received()
             return super().eof_received()  # type: ignore[no-any-return]
 
         def data_received(self, data: bytes) -> None:
-            if self._refused:
-                if self._skipped is not None:
-                    self._skipped = (self._skipped + data)[-_REFUSED_SKIP:]
-                    if b"\r\n\r\n" in self._skipped or len(self._skipped) >= _REFUSED_SKIP:
-                        self._refuse()
+            if self._refusal is not None:
+                self._refusal.data_received(data)
                 return
             super().data_received(data)
             transport = self.transport
@@ -683,8 +650,8 @@ def _limited_http(base: type[asyncio.Protocol], timeout: float | None, max_pendi
                 self._wait()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._drop is not None:
-                self._drop.cancel()
+            if self._refusal is not None:
+                self._refusal.connection_lost()
             self._done()
             super().connection_lost(exc)
 

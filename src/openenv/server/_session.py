@@ -1,0 +1,410 @@
+"""One session's frames, without I/O: `Session` turns a text frame into a reply frame.
+
+A `Session` is one environment instance: text frames in (`Session.handle()`),
+reply frames out, and whether the session stays open.  It owns validation, the
+error codes of a frame, the envelopes and the ``mcp`` frame (through
+`openenv.server._rpc`); the session table that makes and ends sessions is
+`openenv.server._table`, the served factory `openenv.server._served`, and
+`openenv.server.protocol` puts them together.
+
+Environments that do not block (`runs_on_loop()`: ``async`` ``reset``/``step``,
+OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) may be driven
+on an event loop with `Session.handle_async()`, which awaits the environment's
+coroutines.  Both entry points run the same frame logic: it yields the one
+environment call it needs (an `EnvCall`) and the caller makes it,
+synchronously or awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import threading
+from collections.abc import Callable, Generator, Mapping
+from concurrent.futures import Executor
+from types import GeneratorType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from openenv._core.errors import ErrorCode
+from openenv._core.models import Action
+
+# The frame logic below (Session.handle/_dispatch, _reset, _step, _state) keeps its private spellings.
+from ._rpc import mcp_frame as _mcp_frame
+from ._wire import BareMessage as _BareMessage
+from ._wire import DataMessage as _DataMessage
+from ._wire import ResetMessage as _ResetMessage
+from ._wire import envelope_error as _envelope_error
+from ._wire import error_frame as _error_frame
+from ._wire import observation_frame as _observation_frame
+from ._wire import state_frame as _state_frame
+from ._wire import validation_frame as _validation_frame
+from .environment import filter_kwargs
+from .tools import is_mcp_action, step_observation
+
+if TYPE_CHECKING:
+    from ._table import SessionTable
+
+__all__ = ["Session", "EnvCall", "runs_on_loop", "close_quietly", "aclose_quietly"]
+
+logger = logging.getLogger("openenv.server")
+
+T = TypeVar("T")
+
+#: The keys a frame may have; anything else is refused as pydantic's ``extra="forbid"`` would.
+_ENVELOPE_KEYS = frozenset({"type", "data"})
+
+
+def close_quietly(env: Any) -> None:
+    close = getattr(env, "close", None)
+    if close is None:
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):  # ``async def close`` off the loop: a loop of its own
+            asyncio.run(_awaited(result))
+    except Exception:
+        logger.exception("environment close() raised")
+
+
+async def aclose_quietly(env: Any) -> None:
+    close = getattr(env, "close", None)
+    if close is None:
+        return
+    try:
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        logger.exception("environment close() raised")
+
+
+#: ``step`` data with these ``type`` values may be MCP actions: the general path decides.
+_MCP_TYPES = ("list_tools", "call_tool")
+
+
+def _loads(raw: str) -> Any:
+    """The parsed frame, or the ``INVALID_JSON`` reply (a tuple: frame, keep open)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"), True
+
+
+class Session:
+    """One environment instance and its frames: ``handle(text) -> (reply, keep_open)``.
+
+    Made by `EnvProtocol.open_session()` (a ``/ws`` connection) or by the
+    MCP method ``openenv/session/create`` (``POST /mcp``); either way it holds
+    one capacity slot until `EnvProtocol.end_session()`.
+    """
+
+    def __init__(self, protocol: SessionTable, env: Any, session_id: str, *, owner: str) -> None:
+        self.protocol = protocol
+        self.env = env
+        self.session_id = session_id
+        #: ``"ws"`` (ends with its connection) or ``"http"`` (ends with ``openenv/session/close``)
+        self.owner = owner
+        #: a WebSocket is attached (``/ws?session_id=``)
+        self.attached = False
+        #: ``openenv/session/close`` came while attached: end it when the WebSocket detaches
+        self.closing = False
+        #: set by a transport to run every environment call on one thread
+        self.executor: Executor | None = None
+        self._lock = threading.Lock()
+        self.ended = False
+        #: ``POST /mcp`` calls running on it right now (guarded by the protocol's lock)
+        self.busy = 0
+        #: used since the last `EnvProtocol.expire_idle()` sweep
+        self.touched = False
+        #: when the last sweep found it in use (the ``now`` it was given); ``None``: not swept yet
+        self.idle_since: float | None = None
+        # the step hot path's cache: the last ``step_async`` function seen, and whether it is a coroutine function
+        self._alt_func: Any = None
+        self._alt_coro = False
+
+    def __repr__(self) -> str:
+        return f"<Session {self.session_id} {type(self.env).__name__} owner={self.owner}>"
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Call ``fn`` (which uses the environment) serialised with every other call of this session.
+
+        Do not call it from the session's own executor thread.
+        """
+        if self.executor is not None:
+            return self.executor.submit(fn).result()
+        with self._lock:
+            return fn()
+
+    # ------------------------------------------------------------- frames
+    #
+    # One decision path, two thin drivers.  `_plan()` decides what a message
+    # needs: a reply at once, the one ``step`` call of a plain step frame (the
+    # hot path: no generator), or the frame generator (`_dispatch()`), which
+    # yields the environment calls it needs (`EnvCall`) and turns their results
+    # or exceptions into the reply.  `handle()` makes those calls in the caller's
+    # thread, `handle_async()` awaits them on the loop; neither decides anything.
+
+    def handle(self, raw: str | bytes) -> tuple[str | None, bool]:
+        """One inbound WebSocket message: (reply frame or ``None``, keep the session open).
+
+        Never raises for bad input; a binary message ends the session with a
+        ``SESSION_ERROR`` frame, as the reference server does.  An ``async``
+        method of the environment is run on a loop of its own.
+        """
+        try:
+            plan = self._plan(raw)
+            if type(plan) is tuple:  # answered without the environment
+                return plan
+            if type(plan) is not GeneratorType:  # a plain step's action: the hot path
+                try:
+                    observation = self.env.step(plan)
+                    if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                        observation = asyncio.run(_awaited(observation))
+                    return _observation_frame(observation), True
+                except Exception as exc:
+                    return _failed("step", exc), True
+            try:
+                call = plan.send(None)
+                while True:
+                    try:
+                        result = call.run(self.env, aware=False)
+                        if inspect.isawaitable(result):  # async env on a thread: a loop of its own for the call
+                            result = asyncio.run(_awaited(result))
+                    except Exception as exc:
+                        call = plan.throw(exc)
+                    else:
+                        call = plan.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        except Exception as exc:  # a bug here, not in the environment
+            logger.exception("session failed")
+            return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
+
+    async def handle_async(self, raw: str | bytes) -> tuple[str | None, bool]:
+        """`handle()` on an event loop: the environment's coroutines are awaited on it.
+
+        For environments that do not block (`runs_on_loop()`): sync methods
+        are called on the loop too, so the transport must not use it for
+        blocking ones.  ``reset_async``/``step_async``, when the environment
+        defines them as coroutine functions, are preferred to ``reset``/``step``.
+        """
+        try:
+            plan = self._plan(raw)
+            if type(plan) is tuple:  # answered without the environment
+                return plan
+            env = self.env
+            if type(plan) is not GeneratorType:  # a plain step's action: the hot path
+                try:
+                    alt = getattr(env, "step_async", None)
+                    if alt is not None:
+                        func = getattr(alt, "__func__", alt)
+                        if func is not self._alt_func:  # iscoroutinefunction costs ~1 µs: once per function
+                            self._alt_func, self._alt_coro = func, inspect.iscoroutinefunction(alt)
+                        observation = await alt(plan) if self._alt_coro else env.step(plan)
+                    else:
+                        observation = env.step(plan)
+                    if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
+                        observation = await observation
+                    return _observation_frame(observation), True
+                except Exception as exc:
+                    return _failed("step", exc), True
+            try:
+                call = plan.send(None)
+                while True:
+                    try:
+                        result = call.run(env, aware=True)
+                        if inspect.isawaitable(result):
+                            result = await result
+                    except Exception as exc:
+                        call = plan.throw(exc)
+                    else:
+                        call = plan.send(result)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        except Exception as exc:  # a bug here, not in the environment
+            logger.exception("session failed")
+            return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
+
+    def _plan(self, raw: str | bytes) -> Any:
+        """What ``raw`` needs, for both drivers.
+
+        Returns:
+            a ``(reply, keep_open)`` tuple when no environment call is needed
+            (a binary message, invalid JSON, an invalid action); the validated
+            action of a plain ``step`` frame (the driver calls ``step`` and
+            turns the result into the reply as `_step()` would); else the
+            frame generator (`_dispatch()`).
+        """
+        if not isinstance(raw, str):
+            # The reference server fails its receive_text() with KeyError('text').
+            return _error_frame(ErrorCode.SESSION_ERROR, "'text'"), False
+        msg = _loads(raw)
+        if type(msg) is tuple:  # invalid JSON: the error frame
+            return msg
+        action = self._step_action(msg)
+        if action is not None:
+            return action
+        return self._dispatch(msg)
+
+    def _step_action(self, msg: Any) -> Any:
+        """The validated action of a plain ``step`` frame, the reply tuple for an invalid one, else ``None``.
+
+        A plain ``step`` frame (``{"type":"step","data":{...}}``, no MCP action)
+        skips the frame generator: the same checks, call and replies as
+        `_dispatch()`/`_step()`, in straight-line code.  ``None`` sends the
+        frame down the general path (`_dispatch()`), which answers everything
+        else (envelope errors, MCP actions, other types).
+        """
+        if type(msg) is not dict or len(msg) != 2 or msg.get("type") != "step":
+            return None
+        data = msg.get("data")
+        if type(data) is not dict or data.get("type") in _MCP_TYPES:
+            return None
+        action_type = getattr(self.env, "action_type", Action)
+        try:
+            return action_type.model_validate(data)
+        except ValidationError as exc:
+            return _validation_frame(exc), True
+
+    # ------------------------------------------------- the general path
+
+    def _dispatch(self, msg: Any) -> Generator[EnvCall, Any, tuple[str | None, bool]]:
+        if not isinstance(msg, dict):
+            return (
+                _error_frame(
+                    ErrorCode.VALIDATION_ERROR,
+                    "Invalid message",
+                    errors=[
+                        {
+                            "type": "dict_type",
+                            "loc": [],
+                            "msg": "Input should be a valid dictionary",
+                            "input": msg,
+                        }
+                    ],
+                ),
+                True,
+            )
+        mtype = msg.get("type", "")
+        has_data = "data" in msg
+        clean = len(msg) <= 2 and msg.keys() <= _ENVELOPE_KEYS
+        data = msg.get("data")
+        env = self.env
+
+        if mtype == "step":
+            if not (clean and isinstance(data, dict)):
+                return _envelope_error(_DataMessage, msg), True
+            return (yield from _step(env, data)), True
+        if mtype == "reset":
+            if not has_data:
+                data = {}
+            if not (clean and isinstance(data, dict)):
+                return _envelope_error(_ResetMessage, msg), True
+            return (yield from _reset(env, data)), True
+        if mtype == "state":
+            if not clean or has_data:
+                return _envelope_error(_BareMessage, msg), True
+            return _state(env), True
+        if mtype == "close":
+            if not clean or has_data:
+                return _envelope_error(_BareMessage, msg), True
+            return None, False
+        if mtype == "mcp":
+            if not (clean and isinstance(data, dict)):
+                return _envelope_error(_DataMessage, msg), True
+            return _mcp_frame(env, data, self.session_id), True
+        return _error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {mtype}"), True
+
+
+class EnvCall(NamedTuple):
+    """The environment call a frame needs: ``reset(**kwargs)`` or ``step(action)``.
+
+    Yielded by the frame logic; the transport's driver makes it (`run()`) and
+    sends the result back (or throws the exception in).
+    """
+
+    name: str  # "reset" or "step"
+    action: Any = None
+    kwargs: Mapping[str, Any] | None = None
+
+    def run(self, env: Any, *, aware: bool) -> Any:
+        """Call the method on ``env``; ``aware``: prefer ``<name>_async`` when it is a coroutine function.
+
+        Returns what the method returns, which may be awaitable.
+        """
+        method = getattr(env, self.name)
+        if aware:
+            alt = getattr(env, self.name + "_async", None)
+            if alt is not None and inspect.iscoroutinefunction(alt):
+                method = alt
+        kwargs = filter_kwargs(method, self.kwargs) if self.kwargs else {}
+        if self.name == "step":
+            return method(self.action, **kwargs)
+        return method(**kwargs)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def runs_on_loop(env: Any) -> bool:
+    """Whether ``env`` (an instance or a class) may run on an event loop without a thread of its own.
+
+    True when it is asynchronous (``reset`` or ``step`` is ``async def``, or it
+    defines OpenEnv's ``reset_async``/``step_async`` as coroutine functions) or
+    declares ``blocking = False``. Everything else is blocking: a transport on
+    an event loop gives each of its sessions a worker thread.
+    """
+    if getattr(env, "blocking", True) is False:
+        return True
+    for name in ("step", "reset", "step_async", "reset_async"):
+        if inspect.iscoroutinefunction(getattr(env, name, None)):
+            return True
+    return False
+
+
+def _failed(what: str, exc: Exception) -> str:
+    """The reply when the environment's ``what`` (or its result's frame) raised ``exc``: the session goes on.
+
+    Called in the ``except`` block (the traceback is logged at ``INFO``).
+    """
+    if isinstance(exc, ValidationError):
+        return _validation_frame(exc)
+    logger.info("%s raised", what, exc_info=True)
+    return _error_frame(ErrorCode.EXECUTION_ERROR, str(exc))
+
+
+def _reset(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
+    try:
+        observation = yield EnvCall("reset", None, data)
+        return _observation_frame(observation)
+    except Exception as exc:
+        return _failed("reset", exc)
+
+
+def _step(env: Any, data: dict[str, Any]) -> Generator[EnvCall, Any, str]:
+    mcp_action = is_mcp_action(env, data)  # list_tools / call_tool through the step loop
+    if not mcp_action:
+        action_type: type[BaseModel] = getattr(env, "action_type", Action)
+        try:
+            action = action_type.model_validate(data)
+        except ValidationError as exc:
+            return _validation_frame(exc)
+    try:
+        if mcp_action:
+            return _observation_frame(step_observation(env, data))
+        observation = yield EnvCall("step", action)
+        return _observation_frame(observation)
+    except Exception as exc:
+        return _failed("step", exc)
+
+
+def _state(env: Any) -> str:
+    try:
+        return _state_frame(env.state)
+    except Exception as exc:
+        return _failed("state", exc)

@@ -1,0 +1,191 @@
+"""What a server transport is given, and the one checker of the server's options.
+
+[`EnvServer`][openenv.server.EnvServer] checks its arguments here, freezes
+them into a `ServerSettings`, and hands each transport (`openenv.server._threads`,
+`openenv.server._aio`) that, the sans-I/O `openenv.server.protocol.EnvProtocol`
+and a `PendingGate`: a transport reads nothing else of the facade.  The ASGI
+app (`openenv.server.asgi`) checks its options with the same functions, so one
+bad value gets one message whichever way the server is started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import ssl as _ssl
+import threading
+from types import FrameType
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_PENDING",
+    "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_BACKLOG",
+    "Transport",
+    "TRANSPORTS",
+    "ServerSettings",
+    "PendingGate",
+    "check_seconds",
+    "check_count",
+    "check_transport",
+    "check_ssl",
+    "raise_keyboard_interrupt",
+]
+
+logger = logging.getLogger("openenv.server")
+
+#: Largest inbound WebSocket message accepted by default (uvicorn's ``ws_max_size``).
+DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+
+#: Seconds without a client message after which a ``/ws`` session is closed.
+DEFAULT_IDLE_TIMEOUT = 300.0
+
+#: Connections whose handshake or HTTP request is still in progress, at most: this, or twice
+#: ``max_sessions`` when that is larger (so a pool can open every session at once).
+DEFAULT_MAX_PENDING = 64
+
+#: The listening socket's backlog: connections the kernel holds until they are accepted (uvicorn's default).
+#: A burst of connects beyond it waits for a SYN retransmit (1 s, then 3 s, ...).  The kernel caps it at
+#: ``net.core.somaxconn`` (4096 on Linux 5.4+).
+DEFAULT_BACKLOG = 2048
+
+#: Seconds a connection has to send its request and finish the handshake (websockets' ``open_timeout``).
+DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+
+#: ``"asyncio"`` (the default: one event loop, no thread per connection) or ``"threads"``
+#: (websockets' threading server: a thread per connection).
+Transport = Literal["asyncio", "threads"]
+
+TRANSPORTS: tuple[Transport, ...] = ("asyncio", "threads")
+
+
+# ------------------------------------------------------------------ checks
+
+
+def check_seconds(what: str, value: object) -> float | None:
+    """``value`` as a float number of seconds, or ``None`` (no limit).
+
+    Raises:
+        ValueError: ``value`` is not a positive number (a bool is not a number here).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{what} must be a positive number of seconds or None, not {value!r}")
+    return float(value)
+
+
+def check_count(what: str, value: object, *, minimum: int = 1, unit: str = "") -> int:
+    """``value`` as an int of at least ``minimum`` (``unit``, e.g. ``"bytes"``, goes into the message).
+
+    Raises:
+        ValueError: ``value`` is not an int (a bool is not one here), or is below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = f"an int, in {unit}" if unit else "an int"
+        raise ValueError(f"{what} must be at least {minimum} ({kind}), not {value!r}")
+    return value
+
+
+def check_transport(value: str) -> Transport:
+    """``"asyncio"`` or ``"threads"``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if value == "threads":
+        return "threads"
+    if value == "asyncio":
+        return "asyncio"
+    raise ValueError(f"transport must be 'asyncio' or 'threads', not {value!r}")
+
+
+def check_ssl(value: object) -> _ssl.SSLContext | None:
+    """A server-side `ssl.SSLContext`, or ``None``.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if value is not None and not isinstance(value, _ssl.SSLContext):
+        raise TypeError(f"ssl must be an ssl.SSLContext or None, not {type(value).__name__}")
+    return value
+
+
+# ---------------------------------------------------------------- settings
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """Everything a websockets transport needs to listen and to bound its connections (checked already)."""
+
+    host: str
+    #: the port to bind; ``0``: an ephemeral one (the facade keeps the bound one for the next start)
+    port: int
+    max_message_size: int
+    ping_interval: float | None
+    ping_timeout: float | None
+    ssl: _ssl.SSLContext | None
+    #: seconds of client silence after which a ``/ws`` session is closed (``None``: never)
+    idle_timeout: float | None
+    #: seconds a connection has to finish its handshake (websockets' ``open_timeout``; ``None``: no limit)
+    handshake_timeout: float | None
+    backlog: int
+
+    def serve_options(self) -> dict[str, Any]:
+        """The keyword arguments of websockets' ``serve()`` (threading or asyncio) that these settings make.
+
+        ``backlog`` goes on to the listening socket (websockets' default: 100).
+        """
+        return {
+            "open_timeout": self.handshake_timeout,
+            "max_size": self.max_message_size,
+            "ping_interval": self.ping_interval,
+            "ping_timeout": self.ping_timeout,
+            "ssl": self.ssl,
+            "backlog": self.backlog,
+        }
+
+
+class PendingGate:
+    """Counts connections whose handshake (or HTTP request) is in progress, and refuses those beyond a cap.
+
+    Thread-safe: the threading transport enters and leaves from each
+    connection's thread, the asyncio transport from its loop, and
+    [`EnvServer.pending_connections`][openenv.server.EnvServer.pending_connections]
+    reads it from anywhere.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """Connections in their handshake right now."""
+        with self._lock:
+            return self._count
+
+    def enter(self) -> bool:
+        """Count one more connection; ``False`` (and a warning) when ``limit`` are pending already."""
+        with self._lock:
+            if self._count >= self.limit:
+                refused = True
+            else:
+                self._count += 1
+                refused = False
+        if refused:
+            logger.warning("refusing a connection: %d handshakes already pending", self.limit)
+        return not refused
+
+    def leave(self) -> None:
+        """A connection counted by `enter()` finished its handshake (or failed it)."""
+        with self._lock:
+            self._count -= 1
+
+
+def raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    """A ``SIGTERM`` handler that stops a blocking ``serve`` as Ctrl-C does."""
+    raise KeyboardInterrupt
