@@ -37,7 +37,7 @@ def schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) -> Any:
     return Codec.from_schema(schema)
 
 
-def package_codec(codec: Any, where: Target) -> Any:
+def package_codec(codec: Any, where: Target | None) -> Any:
     """``codec``; for an environment package's target with no codec given, its own client class when it imports.
 
     The client (``<module>.client:<Name>Env``, as ``AutoEnv`` infers it) is
@@ -45,7 +45,7 @@ def package_codec(codec: Any, where: Target) -> Any:
     when it cannot be imported or adopted (its ``openenv.core`` is missing, say), plain dicts,
     and the logger ``openenv.targets`` says why.
     """
-    package = where.package
+    package = where.package if where is not None else None
     if codec is not None or package is None:
         return codec
     module, _, name = package.client.partition(":")
