@@ -28,7 +28,9 @@ from .._core.pool import (
     OPENING_AT_ONCE,
     Completed,
     Job,
+    PoolCall,
     PoolCore,
+    PoolOptions,
     ReplacePlan,
     overcommit_error,
     pool_error,
@@ -56,8 +58,7 @@ class PoolOpening:
     _factory: Callable[[int], Provider] | None
     _max_servers: int | None
     _ready_timeout: float | None
-    _capacity_timeout: float | None
-    _replace_attempts: int
+    _pool_options: PoolOptions
     _env_options: dict[str, Any]
     _core: PoolCore
     _ready: list[Completed[Any]]
@@ -85,7 +86,7 @@ class PoolOpening:
         ``indices`` get fresh clients so that ``connect()`` can be called again.
         """
         envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        wait = CapacityWait(self._pool_options.capacity_timeout, time.monotonic())
         stop = _Stop()
 
         async def interrupted() -> None:
@@ -107,7 +108,7 @@ class PoolOpening:
             first = next(iter(errors.values()))
             if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
                 raise first  # a full (or overloaded) server: its error says how long the pool waited
-            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
+            raise PoolError(pool_error(PoolCall.OPENING, list(indices), {}, ours), {}, ours) from first
 
     async def _with_capacity(
         self,
@@ -122,7 +123,7 @@ class PoolOpening:
         a replacement): the core's ``CapacityRetry`` decides each delay, when to
         give up and what the error says; this only sleeps.
         """
-        retry = (wait or CapacityWait(self._capacity_timeout, time.monotonic())).retry()
+        retry = (wait or CapacityWait(self._pool_options.capacity_timeout, time.monotonic())).retry()
         while True:
             _check_stop(stop)
             try:
@@ -161,7 +162,7 @@ class PoolOpening:
         full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
         if not full:
             return
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        wait = CapacityWait(self._pool_options.capacity_timeout, time.monotonic())
         stop = _Stop()
         envs = [self._envs[job.index] for job in full]
 
@@ -236,7 +237,7 @@ class PoolOpening:
             self._core.resize(size)
 
     async def _settle_failures(
-        self, what: str, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+        self, what: PoolCall, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """After ``step``/``reset``: replace the failed sessions (``on_failure="replace"``), or raise ``PoolError``.
 
@@ -339,7 +340,9 @@ class PoolOpening:
             and (shared or any(p is provider for p, _ in self._dead_servers))
             and await self._death(provider) is not None
         )
-        plan = ReplacePlan(index, self._replace_attempts, own_server=pool_started and (moving or not shared))
+        plan = ReplacePlan(
+            index, self._pool_options.replace_attempts, own_server=pool_started and (moving or not shared)
+        )
         while (delay := plan.next_try()) is not None:
             if delay:
                 await sleep(delay)

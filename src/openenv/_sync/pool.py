@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal
+from typing import Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
@@ -24,14 +24,17 @@ from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import EnvClosed, OpenEnvError
 from .._core.guard import InFlight
-from .._core.options import READY_TIMEOUT, EnvOptions, check_options, check_timeout
+from .._core.options import READY_TIMEOUT, check_options, check_timeout
 from .._core.pool import (
+    POOL_OPTION_NAMES,
     Completed,
     Job,
     JobKind,
+    PoolArgs,
+    PoolCall,
     PoolCore,
     PoolMetrics,
-    check_replace_attempts,
+    PoolOptions,
     check_size,
     session_urls,
 )
@@ -117,13 +120,12 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         size: the number of sessions on a single ``base_url`` (default 1); with
             a list, ``None`` or its length.
         codec: as for ``Env(...)``; one codec shared by every session.
-        autoreset: Gymnasium's next-step autoreset (see above).
-        on_failure: ``"raise"`` or ``"replace"`` (see above).
-        replace_attempts: tries to replace a failed session (create and reset).
-        max_concurrency: at most this many requests in flight (``None``: no limit).
-        capacity_timeout: seconds to keep retrying while a server is full
-            (``None``: no limit).
-        **options: the connection options of ``Env(...)``, for every session.
+        pool_options: the pool's options as one [`PoolOptions`][openenv.sync.PoolOptions]
+            (or give them as keyword arguments; not both).
+        **options: the pool's options (``autoreset``, ``on_failure``,
+            ``replace_attempts``, ``max_concurrency``, ``capacity_timeout``:
+            see [`PoolOptions`][openenv.sync.PoolOptions]) and the connection
+            options of ``Env(...)``, for every session.
 
     Raises:
         ValueError: ``size`` does not fit ``base_url``, or another argument is out of range.
@@ -136,29 +138,24 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         *,
         size: int | None = None,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> None:
         urls = session_urls(base_url, size)
-        check_replace_attempts(replace_attempts)
-        self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
+        settings, env_options = PoolOptions.split(options, pool_options)
+        self._pool_options = settings
         self._core = PoolCore(
             len(urls),
-            autoreset=autoreset,
-            max_concurrency=max_concurrency,
-            on_failure=on_failure,
-            message_timeout=check_options(options, type(self).__name__).message_timeout,
+            autoreset=settings.autoreset,
+            max_concurrency=settings.max_concurrency,
+            on_failure=settings.on_failure,
+            message_timeout=check_options(env_options, type(self).__name__, POOL_OPTION_NAMES).message_timeout,
         )
         #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
         self._lock = threading.Lock()
         self._codec: Codec[Any, Any, Any] = as_codec(codec)
-        self._env_options: dict[str, Any] = dict(options)
+        self._env_options: dict[str, Any] = env_options
         self._urls = urls
-        self._replace_attempts = replace_attempts
         self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
         self._providers: list[Provider | None] = [None] * len(urls)
         self._dead_servers: list[tuple[Provider, str]] = []  # servers found dead (see PoolOpening._death)
@@ -190,12 +187,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         max_servers: int | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """Start one server per session (up to ``max_servers``) and return the pool with every session open.
 
@@ -225,12 +218,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             ready_timeout: seconds for each server to answer ``GET /health``.
             codec: as for ``EnvPool(...)``, or ``"schema"`` (built from the
                 first server's ``GET /schema``).
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -248,21 +237,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         check_size(size)
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
-        check_options(options, f"{cls.__name__}.from_provider")  # before any server starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any server starts
+        check_options(env_options, f"{cls.__name__}.from_provider", POOL_OPTION_NAMES)
         factory = adopt_factory(factory)  # OpenEnv's providers, translated or wrapped
-        started, providers, urls = first_servers(factory, size, cap, ready_timeout, options.get("verify"))
+        started, providers, urls = first_servers(factory, size, cap, ready_timeout, env_options.get("verify"))
         try:
-            resolved = schema_codec(codec, urls[0], options)
-            pool = cls(
-                urls,
-                codec=resolved,
-                autoreset=autoreset,
-                on_failure=on_failure,
-                replace_attempts=replace_attempts,
-                max_concurrency=max_concurrency,
-                capacity_timeout=capacity_timeout,
-                **options,
-            )
+            resolved = schema_codec(codec, urls[0], env_options)
+            pool = cls(urls, codec=resolved, pool_options=settings, **env_options)
         except BaseException:
             stop_all(started)
             raise
@@ -284,12 +265,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         pull: bool | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """Run ``size`` containers of ``image`` (one session each) and return the pool with every session open.
 
@@ -308,12 +285,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
             ready_timeout: seconds for each server to become healthy.
             codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -323,7 +296,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 every container was removed, and ``failures`` holds each failed
                 session index's error (with the container's logs).
         """
-        check_options(options, f"{cls.__name__}.from_docker_image")  # before any container starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any container starts
+        check_options(env_options, f"{cls.__name__}.from_docker_image", POOL_OPTION_NAMES)
 
         def factory(index: int) -> Provider:
             return DockerProvider(image, env_vars=env_vars, run_options=run_options, pull=pull)
@@ -334,12 +308,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
-            autoreset=autoreset,
-            on_failure=on_failure,
-            replace_attempts=replace_attempts,
-            max_concurrency=max_concurrency,
-            capacity_timeout=capacity_timeout,
-            **options,
+            pool_options=settings,
+            **env_options,
         )
 
     @classmethod
@@ -357,12 +327,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         install: bool = False,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """A pool for what [`Env.from_env()`][openenv.sync.Env.from_env] takes: a URL, an image, a checkout, a Space id.
 
@@ -396,12 +362,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             install: create and fill a checkout's ``.venv`` when it has none.
             ready_timeout: seconds for each server to become healthy.
             codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -415,23 +377,14 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             CapacityReached: a URL's server stayed full for ``capacity_timeout`` seconds.
             PoolError: sessions could not be opened.
         """
-        check_options(options, f"{cls.__name__}.from_env")  # before any server starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any server starts
+        check_options(env_options, f"{cls.__name__}.from_env", POOL_OPTION_NAMES)
         where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             check_size(size)
-            options["headers"] = hosted_headers(where.target, options.get("headers"))
-            resolved = schema_codec(codec, where.target, options)
-            pool = cls(
-                where.target,
-                size=size,
-                codec=resolved,
-                autoreset=autoreset,
-                on_failure=on_failure,
-                replace_attempts=replace_attempts,
-                max_concurrency=max_concurrency,
-                capacity_timeout=capacity_timeout,
-                **options,
-            )
+            env_options["headers"] = hosted_headers(where.target, env_options.get("headers"))
+            resolved = schema_codec(codec, where.target, env_options)
+            pool = cls(where.target, size=size, codec=resolved, pool_options=settings, **env_options)
             return pool._connect_or_close()
         target = where.target
         if where.kind == "image":
@@ -451,12 +404,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
-            autoreset=autoreset,
-            on_failure=on_failure,
-            replace_attempts=replace_attempts,
-            max_concurrency=max_concurrency,
-            capacity_timeout=capacity_timeout,
-            **options,
+            pool_options=settings,
+            **env_options,
         )
 
     # -- properties ----------------------------------------------------------------
@@ -473,6 +422,11 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         Sessions that share a server (``max_servers`` below the size) share its provider.
         """
         return list(self._providers)
+
+    @property
+    def pool_options(self) -> PoolOptions:
+        """The pool's options (given as keyword arguments or as one [`PoolOptions`][openenv.sync.PoolOptions])."""
+        return self._pool_options
 
     @property
     def metrics(self) -> PoolMetrics:
@@ -595,7 +549,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             self._core.check_free(order)
             jobs = self._core.plan_reset(order, seed, kwargs)
             self._forget(order)  # a failure reported earlier and not read yet is about the old episode
-            return self._run("reset", order, jobs)
+            return self._run(PoolCall.RESET, order, jobs)
 
     def step(
         self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None
@@ -633,9 +587,9 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
-            return self._run("step", order, jobs)
+            return self._run(PoolCall.STEP, order, jobs)
 
-    def _run(self, what: str, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
+    def _run(self, what: PoolCall, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
         calls = self._encode(jobs)  # InvalidAction before anything is sent
         self._last_errors = {}
         results: dict[int, StepResult[ObsT]] = {}
@@ -650,7 +604,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             self._core.claim(order, runnable)
         try:
             self._fly(calls, results, errors)
-            if what == "reset":
+            if what.waits_for_capacity:
                 self._retry_full(jobs, results, errors)
             self._check_open()  # close() from another thread or task ended the call: say so, not what it broke
             self._last_errors = dict(errors)
