@@ -2,7 +2,7 @@
 """``EnvPool``: many sessions stepped together (an RL trainer's batch of environments).
 
 The IO half of the pool: it moves frames on each session's own [`Env`][openenv.sync.Env]
-through the connection room's seam (``connection.send`` / ``receive`` / ``abandon``)
+through the connection room's ``Seam`` (``_send`` / ``_receive`` / ``_abandon``)
 and keeps only a map of tickets (session index -> request in flight);
 ``_core/pool.py`` decides what each session is sent, applies the concurrency
 limit, keeps the books and the send times, and decides capacity waits and
@@ -40,7 +40,8 @@ from .._core.pool import (
 )
 from .._core.result import StepResult
 from .._core.servers import check_max_servers
-from .connection import Request, Ticket
+from .._core.session import Request
+from .connection import Ticket
 from .env import Env
 from .foreign import adopt_factory
 from .pool_checkout import PoolCheckout
@@ -170,7 +171,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         self._opened = False
         self._last_errors: dict[int, OpenEnvError] = {}
         #: the asynchronous mode: requests encoded by send, and completions not returned yet
-        self._calls: dict[int, Request] = {}
+        self._calls: dict[int, Request[Any]] = {}
         self._ready: list[Completed[ObsT]] = []
 
     def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:

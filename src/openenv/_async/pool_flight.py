@@ -4,8 +4,8 @@
 The core (``_core/pool.py``) says what may go out now (``sendable``), holds each
 request's job and send time, and says which replies are overdue and how long a
 read may wait; this room keeps only the map of tickets (session index -> the
-request in flight) and moves the frames with ``connection.send`` / ``receive`` /
-``abandon``.  A mixin of ``EnvPool`` (no public API, no constructor).
+request in flight) and moves the frames through each session's ``Seam``
+(``connection.py``): ``_send`` / ``_receive`` / ``_abandon``.  A mixin of ``EnvPool`` (no public API, no constructor).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from .._blocking.retry import Deadline
 from .._core.errors import EnvClosed, OpenEnvError
 from .._core.pool import OPENING_AT_ONCE, Completed, Job, JobKind, PoolCore
 from .._core.result import StepResult
+from .._core.session import Request
 from .._shim_async import run_all, ws_wait_any
-from . import connection
-from .connection import Request, Ticket
+from .connection import Seam, Ticket
 from .env import Env
 from .pool_servers import quietly
 
@@ -28,13 +28,14 @@ from .pool_servers import quietly
 class PoolFlight:
     """Sending and reading for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
 
+    #: the sessions: the pool drives each through its ``Seam`` (``Env`` has it)
     _envs: list[Env[Any, Any, Any]]
     _urls: list[str]
     _core: PoolCore
     #: the requests in flight, by session index (their jobs and send times are the core's)
     _tickets: dict[int, Ticket]
     #: the requests encoded by ``send`` and not sent yet
-    _calls: dict[int, Request]
+    _calls: dict[int, Request[Any]]
     #: the completions of ``send`` requests not returned by ``recv`` yet
     _ready: list[Completed[Any]]
 
@@ -67,7 +68,7 @@ class PoolFlight:
         return done
 
     async def _fly(
-        self, calls: dict[int, Request], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+        self, calls: dict[int, Request[Any]], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Send ``calls`` within the concurrency limit and read every reply (``step``/``reset``).
 
@@ -88,17 +89,18 @@ class PoolFlight:
             self._abandon_all()
             raise
 
-    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request]:
-        calls = {}
+    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request[Any]]:
+        """Each job's request, built by its session as ``Env.step``/``reset`` build theirs (nothing is sent)."""
+        calls: dict[int, Request[Any]] = {}
         for job in jobs:
-            env = self._envs[job.index]
+            env: Seam = self._envs[job.index]
             if job.kind is JobKind.RESET:
-                calls[job.index] = connection.reset_request(env, job.kwargs or {})
+                calls[job.index] = env._reset_request(job.kwargs or {})
             elif job.kind is JobKind.STEP:
-                calls[job.index] = connection.step_request(env, job.action)
+                calls[job.index] = env._step_request(job.action)
         return calls
 
-    async def _pump(self, calls: dict[int, Request], errors: dict[int, OpenEnvError]) -> list[Completed[Any]]:
+    async def _pump(self, calls: dict[int, Request[Any]], errors: dict[int, OpenEnvError]) -> list[Completed[Any]]:
         """Send what the concurrency limit allows, until it allows nothing more.
 
         A send that fails settles at once (its slot frees for the next queued
@@ -113,7 +115,7 @@ class PoolFlight:
             for k, job in enumerate(jobs):
                 request = calls.pop(job.index)
                 try:
-                    ticket = await connection.send(self._envs[job.index], request)
+                    ticket = await self._envs[job.index]._send(request)
                 except OpenEnvError as exc:
                     self._core.settled(job, None, exc)
                     errors[job.index] = exc
@@ -129,7 +131,7 @@ class PoolFlight:
     async def _open_cold(
         self,
         jobs: list[Job],
-        calls: dict[int, Request],
+        calls: dict[int, Request[Any]],
         errors: dict[int, OpenEnvError],
         failed: list[Completed[Any]],
     ) -> list[Job]:
@@ -141,7 +143,7 @@ class PoolFlight:
         A session that cannot be opened settles with its error, as a failed send does.
         """
         # a session lost mid-episode is not reopened for a step: send() says SessionLost for it, as Env does
-        cold = [job for job in jobs if connection.opens(self._envs[job.index], calls[job.index])]
+        cold = [job for job in jobs if self._envs[job.index]._opens(calls[job.index])]
         if len(cold) < 2:
             return jobs
         envs = [self._envs[job.index] for job in cold]
@@ -196,7 +198,7 @@ class PoolFlight:
         job, ticket = self._core.job(index), self._tickets.pop(index)
         try:
             timeout = self._core.read_timeout(index, time.monotonic())
-            result = await connection.receive(self._envs[index], ticket, timeout=timeout)
+            result = await self._envs[index]._receive(ticket, ticket.parse, timeout=timeout)
         except OpenEnvError as exc:
             errors[index] = exc
             self._core.settled(job, None, exc)
@@ -214,7 +216,7 @@ class PoolFlight:
             ticket = self._tickets.pop(index, None)
             if ticket is None:
                 continue
-            connection.abandon(self._envs[index], ticket)
+            self._envs[index]._abandon(ticket)
             try:
                 job = self._core.job(index)
             except KeyError:  # settled meanwhile by that call
