@@ -22,7 +22,7 @@ from typing_extensions import Self, TypeVar, Unpack
 from .._blocking.retry import Deadline
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
-from .._core.errors import EnvClosed, OpenEnvError
+from .._core.errors import OpenEnvError
 from .._core.guard import InFlight
 from .._core.options import READY_TIMEOUT, check_options, check_timeout
 from .._core.pool import (
@@ -40,14 +40,13 @@ from .._core.pool import (
 )
 from .._core.result import StepResult
 from .._core.servers import check_max_servers
-from .._core.session import Request
-from .connection import Ticket
 from .env import Env
 from .foreign import adopt_factory
 from .pool_checkout import PoolCheckout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
+from .pool_sessions import PoolLife, PoolSessions
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
@@ -58,7 +57,7 @@ ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
 
-class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
+class EnvPool(Generic[ActT, ObsT, StateT]):
     """A pool of environment sessions, stepped together: one [`Env`][openenv.sync.Env] per session.
 
     ``EnvPool(url, size=8)`` opens 8 sessions on one server;
@@ -154,28 +153,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         )
         #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
         self._lock = threading.Lock()
-        self._codec: Codec[Any, Any, Any] = as_codec(codec)
-        self._env_options: dict[str, Any] = env_options
-        self._urls = urls
-        self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
-        self._providers: list[Provider | None] = [None] * len(urls)
-        self._dead_servers: list[tuple[Provider, str]] = []  # servers found dead (see PoolOpening._death)
-        self._factory: Callable[[int], Provider] | None = None
-        self._max_servers: int | None = None  # the cap on servers started by the factory
-        self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening
-        self._ready_timeout: float | None = READY_TIMEOUT
         self._guard = InFlight()
-        #: the requests in flight, by session index (their jobs and send times are the core's)
-        self._tickets: dict[int, Ticket] = {}
-        self._closed = False
-        self._opened = False
+        self._life = PoolLife()
         self._last_errors: dict[int, OpenEnvError] = {}
-        #: the asynchronous mode: requests encoded by send, and completions not returned yet
-        self._calls: dict[int, Request[Any]] = {}
-        self._ready: list[Completed[ObsT]] = []
-
-    def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
-        return Env(url, codec=self._codec, **self._env_options)
+        # one object per concern: what each session is, the requests in flight, opening and replacing
+        self._sessions: PoolSessions[ActT, ObsT, StateT] = PoolSessions(urls, as_codec(codec), env_options)
+        self._flight = PoolFlight(self._sessions, self._core)
+        self._opening = PoolOpening(self._sessions, self._core, self._flight, settings, self._lock, self._life)
 
     # -- constructors that start servers -------------------------------------------
 
@@ -248,10 +232,9 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         except BaseException:
             await stop_all(started)
             raise
-        pool._providers = list(providers)
-        pool._factory = factory
-        pool._max_servers = cap
-        pool._ready_timeout = ready_timeout
+        sessions = pool._sessions
+        sessions.providers, sessions.factory, sessions.max_servers = list(providers), factory, cap
+        sessions.ready_timeout = ready_timeout
         return await pool._connect_or_close()
 
     @classmethod
@@ -414,7 +397,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @property
     def envs(self) -> list[Env[ActT, ObsT, StateT]]:
         """The sessions' clients, by index (a copy of the list; use them only between pool calls)."""
-        return list(self._envs)
+        return list(self._sessions.envs)
 
     @property
     def providers(self) -> list[Provider | None]:
@@ -422,7 +405,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
 
         Sessions that share a server (``max_servers`` below the size) share its provider.
         """
-        return list(self._providers)
+        return list(self._sessions.providers)
 
     @property
     def pool_options(self) -> PoolOptions:
@@ -432,7 +415,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @property
     def metrics(self) -> PoolMetrics:
         """A snapshot: sessions healthy, requests in flight and queued, failures and replacements so far."""
-        return self._core.metrics([not env.closed for env in self._envs])
+        return self._core.metrics([not env.closed for env in self._sessions.envs])
 
     @property
     def last_errors(self) -> dict[int, OpenEnvError]:
@@ -442,14 +425,14 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @property
     def closed(self) -> bool:
         """Whether [`close()`][openenv.sync.EnvPool.close] was called."""
-        return self._closed
+        return self._life.closed
 
     def __len__(self) -> int:
-        return len(self._envs)
+        return len(self._sessions.envs)
 
     def __repr__(self) -> str:
         m = self.metrics
-        status = "closed" if self._closed else f"{m.active}/{m.size} active"
+        status = "closed" if self._life.closed else f"{m.active}/{m.size} active"
         return f"<{type(self).__name__} {status} in_flight={m.in_flight} queued={m.queued}>"
 
     # -- opening and closing -------------------------------------------------------------
@@ -469,8 +452,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         """
         self._check_open()
         with self._guard:
-            await self._open_envs(self._envs, range(len(self._envs)), renew=True)
-            self._opened = True
+            await self._opening.open_envs(self._sessions.envs, range(len(self._sessions.envs)), renew=True)
+            self._life.opened = True
         return self
 
     async def close(self) -> None:
@@ -479,13 +462,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         Idempotent.  Everything is closed even when some of it fails; the first
         failure is raised at the end.  Requests in flight are abandoned.
         """
-        if self._closed:
+        if self._life.closed:
             return
-        self._closed = True
+        self._life.closed = True
         try:
-            self._abandon_all()
+            self._flight.abandon_all()
         finally:  # whatever the books say, the sessions and servers go
-            await close_all(self._envs, unique(self._providers))
+            await close_all(self._sessions.envs, unique(self._sessions.providers))
 
     async def __aenter__(self) -> Self:
         return await self._connect_or_close()
@@ -507,8 +490,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         await self.close()
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise EnvClosed("this EnvPool is closed; create a new one")
+        self._life.check_open()
 
     # -- reset and step ------------------------------------------------------------------------
 
@@ -549,7 +531,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_reset(order, seed, kwargs)
-            self._forget(order)  # a failure reported earlier and not read yet is about the old episode
+            self._flight.forget(order)  # a failure reported earlier and not read yet is about the old episode
             return await self._run(PoolCall.RESET, order, jobs)
 
     async def step(
@@ -591,7 +573,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             return await self._run(PoolCall.STEP, order, jobs)
 
     async def _run(self, what: PoolCall, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
-        calls = self._encode(jobs)  # InvalidAction before anything is sent
+        calls = self._flight.encode(jobs)  # InvalidAction before anything is sent
         self._last_errors = {}
         results: dict[int, StepResult[ObsT]] = {}
         errors: dict[int, OpenEnvError] = {}
@@ -604,12 +586,12 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         with self._lock:
             self._core.claim(order, runnable)
         try:
-            await self._fly(calls, results, errors)
+            await self._flight.fly(calls, results, errors)
             if what.waits_for_capacity:
-                await self._retry_full(jobs, results, errors)
+                await self._opening.retry_full(jobs, results, errors)
             self._check_open()  # close() from another thread or task ended the call: say so, not what it broke
             self._last_errors = dict(errors)
-            await self._settle_failures(what, order, results, errors)
+            await self._opening.settle_failures(what, order, results, errors)
         except Exception:
             self._check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
             raise
@@ -646,17 +628,17 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
-            calls = self._encode(jobs)
+            calls = self._flight.encode(jobs)
             with self._lock:
                 self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
-            self._calls.update(calls)
+            self._flight.calls.update(calls)
             for job in jobs:
                 if job.kind is JobKind.FAILED:
-                    self._ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
+                    self._flight.ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
             try:
-                self._ready.extend(await self._pump(self._calls, {}))
+                self._flight.ready.extend(await self._flight.pump(self._flight.calls, {}))
             except BaseException:
-                self._abandon_all()
+                self._flight.abandon_all()
                 raise
 
     async def step_async(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
@@ -711,12 +693,12 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
-            done = await self._collect(min_results, deadline)
+            done = await self._flight.collect(min_results, deadline)
             self._check_open()  # close() from another thread or task ended the wait
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
-            return await self._replace_completed(done)
+            return await self._opening.replace_completed(done)
 
     # -- replacing, resizing, checking out -----------------------------------------------------------
 
@@ -743,7 +725,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             self._check_open()
             index = self._core.index(index)
             self._core.check_free([index])
-            return await self._replace(index)
+            return await self._opening.replace(index)
 
     async def resize(self, size: int) -> None:
         """Grow or shrink the pool to ``size`` sessions.
@@ -767,10 +749,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         with self._guard:
             self._check_open()
             check_size(size)
-            if size < len(self._envs):
-                await self._shrink(size)
+            if size < len(self._sessions.envs):
+                await self._opening.shrink(size)
             else:
-                await self._grow(size)
+                await self._opening.grow(size)
 
     def checkout(self) -> PoolCheckout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.
