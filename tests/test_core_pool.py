@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from openenv._core.errors import CapacityReached, ConnectError, ExecutionError, PoolError, SessionBusy, SessionLost
+from openenv._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    ExecutionError,
+    PoolError,
+    SessionBusy,
+    SessionLost,
+)
 from openenv._core.pool import (
     Completed,
     Job,
     JobKind,
     PoolCall,
     PoolCore,
+    PoolLife,
     PoolOptions,
     ReplacePlan,
     check_replace_attempts,
@@ -251,3 +260,12 @@ def test_only_a_reset_call_waits_for_capacity_and_each_call_names_itself() -> No
     assert [call for call in PoolCall if call.waits_for_capacity] == [PoolCall.RESET]
     errors = {1: SessionLost("gone")}
     assert pool_error(PoolCall.OPENING, [0, 1], {}, errors).startswith("opening failed for 1 of 2 session(s)")
+
+
+def test_a_pools_life_refuses_calls_once_closed() -> None:
+    life = PoolLife()
+    assert (life.opened, life.closed) == (False, False)
+    life.check_open()
+    life.closed = True
+    with pytest.raises(EnvClosed, match="this EnvPool is closed; create a new one"):
+        life.check_open()

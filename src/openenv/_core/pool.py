@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Generic, Literal, TypeVar
 
 from .capacity import capacity_delays
-from .errors import CapacityReached, OpenEnvError, PoolError, SessionBusy, SessionLost
+from .errors import CapacityReached, EnvClosed, OpenEnvError, PoolError, SessionBusy, SessionLost
 from .options import EnvOptions, check_timeout
 from .result import StepResult
 from .servers import RAISE_SESSION_LIMIT, limit_from, overcommitted, overcommitted_message
@@ -33,6 +33,7 @@ __all__ = [
     "PoolOptions",
     "PoolArgs",
     "PoolCall",
+    "PoolLife",
     "JobKind",
     "Job",
     "PoolCore",
@@ -137,6 +138,21 @@ class PoolCall(enum.Enum):
     def waits_for_capacity(self) -> bool:
         """Whether its requests refused for capacity are retried (a fresh session's first reset)."""
         return self is PoolCall.RESET
+
+
+class PoolLife:
+    """Whether an ``EnvPool`` was opened (``connect()``) and whether it is closed."""
+
+    __slots__ = ("opened", "closed")
+
+    def __init__(self) -> None:
+        self.opened = False
+        self.closed = False
+
+    def check_open(self) -> None:
+        """Raises ``EnvClosed`` once the pool is closed."""
+        if self.closed:
+            raise EnvClosed("this EnvPool is closed; create a new one")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from .._core.pool import (
     PoolArgs,
     PoolCall,
     PoolCore,
+    PoolLife,
     PoolMetrics,
     PoolOptions,
     check_size,
@@ -46,7 +47,7 @@ from .pool_checkout import PoolCheckout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
-from .pool_sessions import PoolLife, PoolSessions
+from .pool_sessions import PoolSessions
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
@@ -450,7 +451,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             CapacityReached: the server stayed full for ``capacity_timeout``
                 seconds (when that is the only failure).
         """
-        self._check_open()
+        self._life.check_open()
         with self._guard:
             self._opening.open_envs(self._sessions.envs, range(len(self._sessions.envs)), renew=True)
             self._life.opened = True
@@ -489,9 +490,6 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     ) -> None:
         self.close()
 
-    def _check_open(self) -> None:
-        self._life.check_open()
-
     # -- reset and step ------------------------------------------------------------------------
 
     def reset(
@@ -526,7 +524,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             self._core.check_idle()
             order = self._core.ids(ids)
             self._core.check_free(order)
@@ -565,7 +563,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             self._core.check_idle()
             order = self._core.ids(ids)
             self._core.check_free(order)
@@ -589,11 +587,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             self._flight.fly(calls, results, errors)
             if what.waits_for_capacity:
                 self._opening.retry_full(jobs, results, errors)
-            self._check_open()  # close() from another thread or task ended the call: say so, not what it broke
+            self._life.check_open()  # close() from another thread or task ended the call: say so, not what it broke
             self._last_errors = dict(errors)
             self._opening.settle_failures(what, order, results, errors)
         except Exception:
-            self._check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
+            self._life.check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
             raise
         return [results[i] for i in order]
 
@@ -624,7 +622,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
@@ -688,13 +686,13 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             if min_results < 1:
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
             done = self._flight.collect(min_results, deadline)
-            self._check_open()  # close() from another thread or task ended the wait
+            self._life.check_open()  # close() from another thread or task ended the wait
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
@@ -722,7 +720,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             index = self._core.index(index)
             self._core.check_free([index])
             return self._opening.replace(index)
@@ -747,7 +745,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             check_size(size)
             if size < len(self._sessions.envs):
                 self._opening.shrink(size)

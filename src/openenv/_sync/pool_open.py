@@ -31,6 +31,7 @@ from .._core.pool import (
     Job,
     PoolCall,
     PoolCore,
+    PoolLife,
     PoolOptions,
     ReplacePlan,
     overcommit_error,
@@ -46,7 +47,7 @@ from .env import Env
 from .liveness import death_of
 from .pool_flight import PoolFlight
 from .pool_servers import close_all, grow_servers, make_providers, noop, quietly, stop_all, unique
-from .pool_sessions import PoolLife, PoolSessions
+from .pool_sessions import PoolSessions
 from .providers import Provider
 
 

@@ -1,10 +1,10 @@
 # GENERATED from src/openenv/_async/pool_sessions.py by scripts/run_unasync.py -- DO NOT EDIT.
-"""The sessions of an ``EnvPool``: each one's client, base URL and provider, and the pool's life (open, closed).
+"""The sessions of an ``EnvPool``: each one's client, base URL and provider.
 
 One object per concern (as httpcore's pool keeps its connections apart from
 its requests): `PoolSessions` owns what each session is and makes every new
-client (``new_env``, the one place), `PoolLife` says whether the pool is
-open; the flight room (``pool_flight.py``) and the opening room
+client (``new_env``, the one place); ``_core/pool.py``'s `PoolLife` says whether
+the pool is open.  The flight room (``pool_flight.py``) and the opening room
 (``pool_open.py``) are handed them, and ``EnvPool`` (``pool.py``) puts the three together.
 """
 
@@ -16,12 +16,11 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from .._core.codec import Codec
-from .._core.errors import EnvClosed
 from .._core.options import READY_TIMEOUT
 from .env import Env
 from .providers import Provider
 
-__all__ = ["PoolSessions", "PoolLife"]
+__all__ = ["PoolSessions"]
 
 ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
@@ -54,18 +53,3 @@ class PoolSessions(Generic[ActT, ObsT, StateT]):
     def new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
         """A new (not connected) client for a session on ``url``: the one place the pool makes one."""
         return Env(url, codec=self.codec, **self.env_options)
-
-
-class PoolLife:
-    """Whether the pool was opened (``connect()``) and whether it is closed."""
-
-    __slots__ = ("opened", "closed")
-
-    def __init__(self) -> None:
-        self.opened = False
-        self.closed = False
-
-    def check_open(self) -> None:
-        """Raises ``EnvClosed`` once the pool is closed."""
-        if self.closed:
-            raise EnvClosed("this EnvPool is closed; create a new one")
