@@ -57,7 +57,7 @@ def _dropped(ws: WebSocket, url: str) -> None:
 
 
 class Ticket:
-    """A request that went out and awaits its reply: what ``send()`` returns, for ``receive()`` or ``abandon()``.
+    """A request that went out and awaits its reply: what ``_send()`` returns, for ``_receive()`` or ``_abandon()``.
 
     Attributes:
         ws: the WebSocket the reply comes on (a pool waits on several at once).
