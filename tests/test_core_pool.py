@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import pytest
 
-from openenv._core.errors import CapacityReached, ConnectError, ExecutionError, PoolError, SessionBusy, SessionLost
+from openenv._core.errors import (
+    CapacityReached,
+    ConnectError,
+    EnvClosed,
+    ExecutionError,
+    PoolError,
+    SessionBusy,
+    SessionLost,
+)
 from openenv._core.pool import (
     Completed,
     Job,
     JobKind,
+    PoolCall,
     PoolCore,
+    PoolLife,
+    PoolOptions,
     ReplacePlan,
     check_replace_attempts,
     overcommit_error,
+    pool_error,
     recv_unreplaced_message,
     session_urls,
     unreplaced_message,
@@ -204,7 +216,7 @@ def test_the_messages_of_sessions_not_replaced() -> None:
         plan.next_try()
         plan.failed(ConnectError("down"))
     errors = {i: plan.error() for i, plan in unreplaced.items()}
-    message = unreplaced_message("step", 2, 4, errors)
+    message = unreplaced_message(PoolCall.STEP, 2, 4, errors)
     assert message.startswith("step failed for 2 of 4 session(s) and 2 could not be replaced (indices [1, 3]); ")
     assert "session 1: could not replace session 1" in message and "replace(i)" in message
     assert "returned by the next recv()" in recv_unreplaced_message(errors)
@@ -224,3 +236,36 @@ def test_session_urls_and_replace_attempts_are_checked_before_anything_is_made()
     for attempts in (0, True, 1.5):
         with pytest.raises(ValueError, match="replace_attempts"):
             check_replace_attempts(attempts)  # type: ignore[arg-type]
+
+
+def test_pool_options_are_checked_once_and_split_from_the_connection_options() -> None:
+    options, rest = PoolOptions.split({"autoreset": True, "capacity_timeout": float("inf"), "message_timeout": 5.0})
+    assert options == PoolOptions(autoreset=True, capacity_timeout=None)  # inf: no limit, as None
+    assert rest == {"message_timeout": 5.0}
+    given = PoolOptions(max_concurrency=2)
+    assert PoolOptions.split({"headers": {}}, given) == (given, {"headers": {}})
+    with pytest.raises(TypeError, match="not both: \\['autoreset'\\]"):
+        PoolOptions.split({"autoreset": True}, given)
+    with pytest.raises(TypeError, match="must be a PoolOptions"):
+        PoolOptions.split({}, {"autoreset": True})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="on_failure must be one of"):
+        PoolOptions(on_failure="retry")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_concurrency must be a positive integer"):
+        PoolOptions(max_concurrency=0)
+    with pytest.raises(ValueError, match="replace_attempts must be a positive integer"):
+        PoolOptions(replace_attempts=0)
+
+
+def test_only_a_reset_call_waits_for_capacity_and_each_call_names_itself() -> None:
+    assert [call for call in PoolCall if call.waits_for_capacity] == [PoolCall.RESET]
+    errors = {1: SessionLost("gone")}
+    assert pool_error(PoolCall.OPENING, [0, 1], {}, errors).startswith("opening failed for 1 of 2 session(s)")
+
+
+def test_a_pools_life_refuses_calls_once_closed() -> None:
+    life = PoolLife()
+    assert (life.opened, life.closed) == (False, False)
+    life.check_open()
+    life.closed = True
+    with pytest.raises(EnvClosed, match="this EnvPool is closed; create a new one"):
+        life.check_open()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from openenv._core import frames
-from openenv._core.errors import EnvClosed, MessageTooLarge, ServerError, SessionLost
+from openenv._core.errors import EnvClosed, InvalidActionType, MessageTooLarge, ServerError, SessionLost
 from openenv._core.mcp import PRODUCTION, SIMULATION, McpState
 from openenv._core.session import (
+    Request,
     RequestKind,
     Session,
     attach_plan,
@@ -186,3 +187,18 @@ def test_production_socket_refused_for_capacity_reconnects_without_attaching() -
     plan = attach_plan(state, None)
     assert plan.reconnect and plan.release == "s1" and state.session_id is None
     assert not ws_target(PRODUCTION, state, "ws://h/ws").create
+
+
+def test_one_builder_makes_every_kind_of_request_without_sending() -> None:
+    def parse(data: dict[str, object]) -> int:
+        return len(data)
+
+    step = Request(K.STEP, {"message": "hi"}, parse)
+    assert (step.kind, step.frame, step.parse) == (K.STEP, '{"type":"step","data":{"message":"hi"}}', parse)
+    assert Request(K.RESET, {"seed": 1}, parse).frame == '{"type":"reset","data":{"seed":1}}'
+    assert Request(K.RESET, None, parse).frame == '{"type":"reset","data":{}}'
+    assert Request(K.STATE, None, parse).frame == frames.STATE_FRAME
+    assert Request(K.TOOL_STEP, {"type": "list_tools"}, parse).frame.startswith('{"type":"step"')
+    assert Request(K.MCP, {"jsonrpc": "2.0", "id": 1}, parse).frame.startswith('{"type":"mcp"')
+    with pytest.raises(InvalidActionType):  # refused while building: nothing would be sent
+        Request(K.STEP, {"bad": {1, 2}}, parse)

@@ -61,7 +61,7 @@ from ._core.errors import (
     UnknownMessageType,
 )
 from ._core.options import ClientOptions
-from ._core.pool import Completed, PoolMetrics
+from ._core.pool import Completed, PoolMetrics, PoolOptions
 from ._core.result import StepResult
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ __all__ = [
     "ParseError",
     "PoolError",
     "PoolMetrics",
+    "PoolOptions",
     "ProtocolError",
     "ServerError",
     "ServerValidationError",

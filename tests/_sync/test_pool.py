@@ -27,6 +27,7 @@ from openenv.sync import (
     MessageTimeout,
     PoolError,
     PoolMetrics,
+    PoolOptions,
     SessionBusy,
     SessionLost,
 )
@@ -92,6 +93,25 @@ def test_max_concurrency_caps_requests_in_flight() -> None:
             assert sorted(c.index for c in done) == [0, 1, 2, 3, 4]
             assert pool.metrics.in_flight == pool.metrics.queued == 0
     assert PeakEnv.peak == 2
+
+
+def test_the_pools_options_as_one_object_run_the_pool() -> None:
+    from openenv.server import EnvServer
+
+    PeakEnv.peak = 0
+    options = PoolOptions(max_concurrency=1, capacity_timeout=float("inf"))
+    with EnvServer(PeakEnv, host="127.0.0.1", port=0, max_sessions=3) as server:
+        with EnvPool(server.url, size=3, pool_options=options) as pool:
+            assert pool.pool_options is options and options.capacity_timeout is None  # inf: no limit
+            pool.reset()
+            results = pool.step([{"delta": i, "sleep": 0.2} for i in range(3)])
+            assert [r.observation["count"] for r in results] == [0, 1, 2]
+        assert PeakEnv.peak == 1  # the object's max_concurrency, not the default (no limit)
+        assert EnvPool(server.url, max_concurrency=2).pool_options == PoolOptions(max_concurrency=2)
+        with pytest.raises(TypeError, match=r"not both: \['autoreset'\]"):
+            EnvPool(server.url, pool_options=options, autoreset=True)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'autorest' \\(did you mean 'autoreset'\\?\\)"):
+            EnvPool(server.url, autorest=True)  # type: ignore[call-arg]
 
 
 def test_send_and_recv_return_the_fast_sessions_first(counter_server: Any) -> None:

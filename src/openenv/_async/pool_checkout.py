@@ -29,17 +29,17 @@ class PoolCheckout(Generic[ActT, ObsT, StateT]):
     """
 
     def __init__(self, pool: EnvPool[ActT, ObsT, StateT]) -> None:
-        self._pool = pool
+        # the pool's parts it works with: its sessions, its books (under its lock) and its life
+        self._sessions, self._core, self._lock, self._life = pool._sessions, pool._core, pool._lock, pool._life
         self._taken: tuple[int, Env[ActT, ObsT, StateT]] | None = None
 
     async def __aenter__(self) -> Env[ActT, ObsT, StateT]:
         if self._taken is not None:
             raise RuntimeError("this checkout() is already in use; call checkout() again")
-        pool = self._pool
-        pool._check_open()
-        with pool._lock:
-            index = pool._core.checkout()
-        self._taken = (index, pool._envs[index])
+        self._life.check_open()
+        with self._lock:
+            index = self._core.checkout()
+        self._taken = (index, self._sessions.envs[index])
         return self._taken[1]
 
     async def __aexit__(
@@ -51,6 +51,6 @@ class PoolCheckout(Generic[ActT, ObsT, StateT]):
         taken, self._taken = self._taken, None
         if taken is not None:
             index, env = taken
-            pool = self._pool
-            if index < len(pool._envs) and pool._envs[index] is env:  # not replaced or removed meanwhile
-                pool._core.checkin(index)
+            envs = self._sessions.envs
+            if index < len(envs) and envs[index] is env:  # not replaced or removed meanwhile
+                self._core.checkin(index)

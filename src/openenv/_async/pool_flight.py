@@ -4,8 +4,11 @@
 The core (``_core/pool.py``) says what may go out now (``sendable``), holds each
 request's job and send time, and says which replies are overdue and how long a
 read may wait; this room keeps only the map of tickets (session index -> the
-request in flight) and moves the frames with ``connection.send`` / ``receive`` /
-``abandon``.  A mixin of ``EnvPool`` (no public API, no constructor).
+request in flight) and moves the frames through each session's ``Seam``
+(``connection.py``): ``_send`` / ``_receive`` / ``_abandon``.  One object of
+``EnvPool`` (no public API): it owns the tickets, the requests ``send`` encoded
+and the completions ``recv`` has not returned yet, and is handed the pool's
+sessions (``PoolSessions``) and core.
 """
 
 from __future__ import annotations
@@ -18,87 +21,86 @@ from .._blocking.retry import Deadline
 from .._core.errors import EnvClosed, OpenEnvError
 from .._core.pool import OPENING_AT_ONCE, Completed, Job, JobKind, PoolCore
 from .._core.result import StepResult
+from .._core.session import Request
 from .._shim_async import run_all, ws_wait_any
-from . import connection
-from .connection import Request, Ticket
-from .env import Env
+from .connection import Seam, Ticket
 from .pool_servers import quietly
+from .pool_sessions import PoolSessions
 
 
 class PoolFlight:
-    """Sending and reading for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
+    """Sending and reading for ``EnvPool``: the requests in flight, and what ``send``/``recv`` hold between calls."""
 
-    _envs: list[Env[Any, Any, Any]]
-    _urls: list[str]
-    _core: PoolCore
-    #: the requests in flight, by session index (their jobs and send times are the core's)
-    _tickets: dict[int, Ticket]
-    #: the requests encoded by ``send`` and not sent yet
-    _calls: dict[int, Request]
-    #: the completions of ``send`` requests not returned by ``recv`` yet
-    _ready: list[Completed[Any]]
+    def __init__(self, sessions: PoolSessions[Any, Any, Any], core: PoolCore) -> None:
+        #: the sessions: the pool drives each through its ``Seam`` (``Env`` has it)
+        self.sessions = sessions
+        self.core = core
+        #: the requests in flight, by session index (their jobs and send times are the core's)
+        self.tickets: dict[int, Ticket] = {}
+        #: the requests encoded by ``send`` and not sent yet
+        self.calls: dict[int, Request[Any]] = {}
+        #: the completions of ``send`` requests not returned by ``recv`` yet
+        self.ready: list[Completed[Any]] = []
 
-    def _new_env(self, url: str) -> Env[Any, Any, Any]:
-        raise NotImplementedError  # EnvPool's
-
-    async def _collect(self, min_results: int, deadline: Deadline) -> list[Completed[Any]]:
+    async def collect(self, min_results: int, deadline: Deadline) -> list[Completed[Any]]:
         """``recv``'s reading: completions until ``min_results`` are in, nothing is outstanding, or ``deadline``.
 
         Queued requests are sent as replies free their slots.  Interrupted, what
         was read is kept for the next ``recv`` and the requests in flight are abandoned.
         """
-        done, self._ready = list(self._ready), []
+        done, self.ready = list(self.ready), []
         try:
-            while len(done) < min_results and self._tickets:
-                ready = await self._wait_ready(deadline.remaining())
+            while len(done) < min_results and self.tickets:
+                ready = await self.wait_ready(deadline.remaining())
                 for index in ready:
                     errors: dict[int, OpenEnvError] = {}
                     results: dict[int, StepResult[Any]] = {}
-                    await self._receive_one(index, results, errors)
-                    self._calls.pop(index, None)
+                    await self.receive_one(index, results, errors)
+                    self.calls.pop(index, None)
                     done.append(Completed(index, results.get(index), errors.get(index)))
-                    done.extend(await self._pump(self._calls, {}))
+                    done.extend(await self.pump(self.calls, {}))
                 if not ready and deadline.expired:
                     break
         except BaseException:
-            self._ready = done + self._ready
-            self._abandon_all()
+            self.ready = done + self.ready
+            self.abandon_all()
             raise
         return done
 
-    async def _fly(
-        self, calls: dict[int, Request], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    async def fly(
+        self, calls: dict[int, Request[Any]], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Send ``calls`` within the concurrency limit and read every reply (``step``/``reset``).
 
         Interrupted (Ctrl-C, cancellation), every request in flight is abandoned.
         """
         try:
-            await self._pump(calls, errors)
-            while self._tickets:
-                if not self._core.queue:
+            await self.pump(calls, errors)
+            while self.tickets:
+                if not self.core.queue:
                     # nothing waits for a slot: plain blocking reads, in order (no polling)
-                    await self._receive_one(next(iter(self._tickets)), results, errors)
+                    await self.receive_one(next(iter(self.tickets)), results, errors)
                     continue
                 # requests wait for a slot: read whichever reply comes first, so a slot frees at once
-                for index in await self._wait_ready(None):
-                    await self._receive_one(index, results, errors)
-                    await self._pump(calls, errors)
+                for index in await self.wait_ready(None):
+                    await self.receive_one(index, results, errors)
+                    await self.pump(calls, errors)
         except BaseException:
-            self._abandon_all()
+            self.abandon_all()
             raise
 
-    def _encode(self, jobs: Sequence[Job]) -> dict[int, Request]:
-        calls = {}
+    def encode(self, jobs: Sequence[Job]) -> dict[int, Request[Any]]:
+        """Each job's request, built by its session as ``Env.step``/``reset`` build theirs (nothing is sent)."""
+        calls: dict[int, Request[Any]] = {}
         for job in jobs:
-            env = self._envs[job.index]
+            env: Seam = self.sessions.envs[job.index]
             if job.kind is JobKind.RESET:
-                calls[job.index] = connection.reset_request(env, job.kwargs or {})
+                calls[job.index] = env._reset_request(job.kwargs or {})
             elif job.kind is JobKind.STEP:
-                calls[job.index] = connection.step_request(env, job.action)
+                calls[job.index] = env._step_request(job.action)
         return calls
 
-    async def _pump(self, calls: dict[int, Request], errors: dict[int, OpenEnvError]) -> list[Completed[Any]]:
+    async def pump(self, calls: dict[int, Request[Any]], errors: dict[int, OpenEnvError]) -> list[Completed[Any]]:
         """Send what the concurrency limit allows, until it allows nothing more.
 
         A send that fails settles at once (its slot frees for the next queued
@@ -106,30 +108,30 @@ class PoolFlight:
         """
         failed: list[Completed[Any]] = []
         while True:
-            jobs = self._core.sendable()
+            jobs = self.core.sendable()
             if not jobs:
                 return failed
-            jobs = await self._open_cold(jobs, calls, errors, failed)
+            jobs = await self.open_cold(jobs, calls, errors, failed)
             for k, job in enumerate(jobs):
                 request = calls.pop(job.index)
                 try:
-                    ticket = await connection.send(self._envs[job.index], request)
+                    ticket = await self.sessions.envs[job.index]._send(request)
                 except OpenEnvError as exc:
-                    self._core.settled(job, None, exc)
+                    self.core.settled(job, None, exc)
                     errors[job.index] = exc
                     failed.append(Completed(job.index, None, exc))
                     continue
                 except BaseException:
                     for rest in jobs[k:]:  # this one and those not sent yet: nothing is in flight for them
-                        self._core.settled(rest, None, None)
+                        self.core.settled(rest, None, None)
                     raise
-                self._tickets[job.index] = ticket
-                self._core.sent(job, time.monotonic())
+                self.tickets[job.index] = ticket
+                self.core.sent(job, time.monotonic())
 
-    async def _open_cold(
+    async def open_cold(
         self,
         jobs: list[Job],
-        calls: dict[int, Request],
+        calls: dict[int, Request[Any]],
         errors: dict[int, OpenEnvError],
         failed: list[Completed[Any]],
     ) -> list[Job]:
@@ -141,14 +143,14 @@ class PoolFlight:
         A session that cannot be opened settles with its error, as a failed send does.
         """
         # a session lost mid-episode is not reopened for a step: send() says SessionLost for it, as Env does
-        cold = [job for job in jobs if connection.opens(self._envs[job.index], calls[job.index])]
+        cold = [job for job in jobs if self.sessions.envs[job.index]._opens(calls[job.index])]
         if len(cold) < 2:
             return jobs
-        envs = [self._envs[job.index] for job in cold]
+        envs = [self.sessions.envs[job.index] for job in cold]
 
         async def interrupted() -> None:  # as connect() does: the waits end, fresh clients take the places
             for job in cold:
-                self._envs[job.index] = self._new_env(self._urls[job.index])
+                self.sessions.envs[job.index] = self.sessions.new_env(self.sessions.urls[job.index])
             for env in envs:
                 await quietly(env.close)
 
@@ -157,75 +159,75 @@ class PoolFlight:
         except BaseException:
             for job in jobs:  # interrupted: nothing is in flight for any of them (the old clients are closed)
                 calls.pop(job.index, None)
-                self._core.settled(job, None, None)
+                self.core.settled(job, None, None)
             raise
         refused = {job.index: out for job, out in zip(cold, outcomes, strict=True) if isinstance(out, BaseException)}
         unexpected = [exc for exc in refused.values() if not isinstance(exc, OpenEnvError)]
         if unexpected:
             for job in jobs:  # nothing is in flight for any of them
                 calls.pop(job.index, None)
-                self._core.settled(job, None, None)
+                self.core.settled(job, None, None)
             raise unexpected[0]
         for job in cold:
             exc = refused.get(job.index)
             if isinstance(exc, OpenEnvError):
                 calls.pop(job.index, None)
-                self._core.settled(job, None, exc)
+                self.core.settled(job, None, exc)
                 errors[job.index] = exc
                 failed.append(Completed(job.index, None, exc))
         return [job for job in jobs if job.index not in refused]
 
-    async def _wait_ready(self, wait: float | None) -> list[int]:
+    async def wait_ready(self, wait: float | None) -> list[int]:
         """The sessions in flight whose reply can be read now (or is overdue), waiting up to ``wait`` seconds.
 
         Polls the sockets' buffers (``ws_wait_any``); a reply not in within
         ``message_timeout`` of its send counts as ready (its read then fails with ``MessageTimeout``).
         """
         now = time.monotonic()
-        overdue = self._core.overdue(now)
+        overdue = self.core.overdue(now)
         if overdue:
             return overdue
-        indices = self._core.flying()
-        ready = await ws_wait_any([self._tickets[i].ws for i in indices], self._core.wait_for(now, wait))
+        indices = self.core.flying()
+        ready = await ws_wait_any([self.tickets[i].ws for i in indices], self.core.wait_for(now, wait))
         return [indices[k] for k in sorted(ready)]
 
-    async def _receive_one(
+    async def receive_one(
         self, index: int, results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Read session ``index``'s reply and settle it, within what is left of ``message_timeout`` since its send."""
-        job, ticket = self._core.job(index), self._tickets.pop(index)
+        job, ticket = self.core.job(index), self.tickets.pop(index)
         try:
-            timeout = self._core.read_timeout(index, time.monotonic())
-            result = await connection.receive(self._envs[index], ticket, timeout=timeout)
+            timeout = self.core.read_timeout(index, time.monotonic())
+            result = await self.sessions.envs[index]._receive(ticket, ticket.parse, timeout=timeout)
         except OpenEnvError as exc:
             errors[index] = exc
-            self._core.settled(job, None, exc)
+            self.core.settled(job, None, exc)
             return
         except BaseException:
-            self._core.settled(job, None, None)
+            self.core.settled(job, None, None)
             raise
         results[index] = result
-        self._core.settled(job, result, None)
+        self.core.settled(job, result, None)
 
-    def _abandon_all(self) -> None:
+    def abandon_all(self) -> None:
         """Interrupted between sending and reading (or closing): every session with a reply pending is lost."""
-        for index in list(self._tickets):
+        for index in list(self.tickets):
             # close() from another thread may race the call that is reading these replies: take each once
-            ticket = self._tickets.pop(index, None)
+            ticket = self.tickets.pop(index, None)
             if ticket is None:
                 continue
-            connection.abandon(self._envs[index], ticket)
+            self.sessions.envs[index]._abandon(ticket)
             try:
-                job = self._core.job(index)
+                job = self.core.job(index)
             except KeyError:  # settled meanwhile by that call
                 continue
-            self._core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
-        for job in self._core.unqueue():
-            self._calls.pop(job.index, None)
+            self.core.settled(job, None, EnvClosed("interrupted while its reply was pending"))
+        for job in self.core.unqueue():
+            self.calls.pop(job.index, None)
 
-    def _forget(self, indices: Sequence[int]) -> None:
+    def forget(self, indices: Sequence[int]) -> None:
         """Drop what the pool still held for sessions reset, replaced or removed: unread completions, unsent calls."""
         drop = set(indices)
-        self._ready = [c for c in self._ready if c.index not in drop]
+        self.ready = [c for c in self.ready if c.index not in drop]
         for index in drop:
-            self._calls.pop(index, None)
+            self.calls.pop(index, None)

@@ -4,7 +4,8 @@
 The core decides (``_core/capacity.py``'s ``CapacityWait`` / ``CapacityRetry``: each
 delay, when to give up and what the error says; ``overcommit_error``; ``ReplacePlan``: the attempts,
 their backoff and the "could not be replaced" error); this room opens clients,
-starts servers, sleeps and reports.  A mixin of ``EnvPool`` (no public API).
+starts servers, sleeps and reports.  One object of ``EnvPool`` (no public API), handed
+the pool's sessions (``PoolSessions``), core, flight room, options and life.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from .._core.pool import (
     OPENING_AT_ONCE,
     Completed,
     Job,
+    PoolCall,
     PoolCore,
+    PoolLife,
+    PoolOptions,
     ReplacePlan,
     overcommit_error,
     pool_error,
@@ -41,41 +45,34 @@ from .._shim_async import run_all, sleep
 from .bootstrap import start_providers
 from .env import Env
 from .liveness import death_of
+from .pool_flight import PoolFlight
 from .pool_servers import close_all, grow_servers, make_providers, noop, quietly, stop_all, unique
+from .pool_sessions import PoolSessions
 from .providers import Provider
 
 
 class PoolOpening:
-    """Opening and replacing sessions for ``EnvPool`` (``EnvPool.__init__`` sets the attributes declared here)."""
+    """Opening and replacing sessions for ``EnvPool``: handed the pool's sessions, core, flight, options and life."""
 
-    _envs: list[Env[Any, Any, Any]]
-    _urls: list[str]
-    _providers: list[Provider | None]
-    _dead_servers: list[tuple[Provider, str]]  # servers found dead, with why, while sessions still name them
-    _growing: list[tuple[Env[Any, Any, Any], str]]
-    _factory: Callable[[int], Provider] | None
-    _max_servers: int | None
-    _ready_timeout: float | None
-    _capacity_timeout: float | None
-    _replace_attempts: int
-    _env_options: dict[str, Any]
-    _core: PoolCore
-    _ready: list[Completed[Any]]
-    _opened: bool
-    #: the lock of the sessions' books (``checkout()`` may run on any thread)
-    _lock: threading.Lock
-    _closed: bool
+    def __init__(
+        self,
+        sessions: PoolSessions[Any, Any, Any],
+        core: PoolCore,
+        flight: PoolFlight,
+        options: PoolOptions,
+        lock: threading.Lock,
+        life: PoolLife,
+    ) -> None:
+        self.sessions = sessions
+        self.core = core
+        #: what the flight room holds for a session (unread completions, unsent calls) goes when it is replaced
+        self.flight = flight
+        self.options = options
+        #: the lock of the sessions' books (``checkout()`` may run on any thread)
+        self.lock = lock
+        self.life = life
 
-    def _new_env(self, url: str) -> Env[Any, Any, Any]:
-        raise NotImplementedError  # EnvPool's
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # EnvPool's
-
-    def _forget(self, indices: Sequence[int]) -> None:
-        raise NotImplementedError  # EnvPool's
-
-    async def _open_envs(
+    async def open_envs(
         self, envs: Sequence[Env[Any, Any, Any]], indices: Sequence[int], *, renew: bool = False
     ) -> None:
         """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
@@ -85,18 +82,18 @@ class PoolOpening:
         ``indices`` get fresh clients so that ``connect()`` can be called again.
         """
         envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        wait = CapacityWait(self.options.capacity_timeout, time.monotonic())
         stop = _Stop()
 
         async def interrupted() -> None:
             stop.set = True  # the waits between tries end; closing ends a handshake or read under way
             if renew:
                 for index in indices:
-                    self._envs[index] = self._new_env(self._urls[index])
+                    self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
             for env in envs:
                 await quietly(env.close)
 
-        calls = [_bind(self._with_capacity, env, env.connect, wait, stop) for env in envs]
+        calls = [_bind(self.with_capacity, env, env.connect, wait, stop) for env in envs]
         outcomes = await run_all(calls, interrupted, OPENING_AT_ONCE)
         errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
         if errors:
@@ -107,9 +104,9 @@ class PoolOpening:
             first = next(iter(errors.values()))
             if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
                 raise first  # a full (or overloaded) server: its error says how long the pool waited
-            raise PoolError(pool_error("opening", list(indices), {}, ours), {}, ours) from first
+            raise PoolError(pool_error(PoolCall.OPENING, list(indices), {}, ours), {}, ours) from first
 
-    async def _with_capacity(
+    async def with_capacity(
         self,
         env: Env[Any, Any, Any],
         call: Callable[[], Any],
@@ -122,14 +119,14 @@ class PoolOpening:
         a replacement): the core's ``CapacityRetry`` decides each delay, when to
         give up and what the error says; this only sleeps.
         """
-        retry = (wait or CapacityWait(self._capacity_timeout, time.monotonic())).retry()
+        retry = (wait or CapacityWait(self.options.capacity_timeout, time.monotonic())).retry()
         while True:
             _check_stop(stop)
             try:
                 return await call()
             except (CapacityReached, ConnectError) as exc:
                 if isinstance(exc, CapacityReached):
-                    self._check_overcommitted(env, exc)
+                    self.check_overcommitted(env, exc)
                 delay = retry.after(exc, time.monotonic())
                 if delay is None:
                     final = retry.final(exc)
@@ -138,9 +135,9 @@ class PoolOpening:
                     raise final from None
                 await _pause(delay, stop)
 
-    def _check_overcommitted(self, env: Env[Any, Any, Any], exc: CapacityReached) -> None:
+    def check_overcommitted(self, env: Env[Any, Any, Any], exc: CapacityReached) -> None:
         """Raise at once when this pool puts more sessions on ``env``'s server than it holds (waiting cannot help)."""
-        sessions = [*zip(self._envs, self._urls, strict=True), *self._growing]
+        sessions = [*zip(self.sessions.envs, self.sessions.urls, strict=True), *self.sessions.growing]
         url = next((url for known, url in sessions if known is env), None)
         if url is None:
             return
@@ -148,32 +145,32 @@ class PoolOpening:
             exc,
             ours=sum(1 for _, known in sessions if known == url),
             sessions=len(sessions),
-            servers=len(unique(self._providers)) if self._factory is not None else None,
-            max_servers=self._max_servers,
+            servers=len(unique(self.sessions.providers)) if self.sessions.factory is not None else None,
+            max_servers=self.sessions.max_servers,
         )
         if error is not None:
             raise error from None
 
-    async def _retry_full(
+    async def retry_full(
         self, jobs: Sequence[Job], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
         full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
         if not full:
             return
-        wait = CapacityWait(self._capacity_timeout, time.monotonic())
+        wait = CapacityWait(self.options.capacity_timeout, time.monotonic())
         stop = _Stop()
-        envs = [self._envs[job.index] for job in full]
+        envs = [self.sessions.envs[job.index] for job in full]
 
         async def interrupted() -> None:
             stop.set = True
             for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
-                self._envs[job.index] = self._new_env(self._urls[job.index])
+                self.sessions.envs[job.index] = self.sessions.new_env(self.sessions.urls[job.index])
                 await quietly(env.close)
 
         outcomes = await run_all(
             [
-                _bind(self._with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
+                _bind(self.with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
                 for job, env in zip(full, envs, strict=True)
             ],
             interrupted,
@@ -187,56 +184,62 @@ class PoolOpening:
             else:
                 del errors[job.index]
                 results[job.index] = outcome
-                self._core.recovered(job.index, outcome)
+                self.core.recovered(job.index, outcome)
 
-    async def _shrink(self, size: int) -> None:
+    async def shrink(self, size: int) -> None:
         """``resize`` down: close the last sessions and stop the servers no kept session uses."""
-        old = len(self._envs)
-        with self._lock:
-            self._core.resize(size)  # refuses (SessionBusy) before anything is dropped
-        self._forget(range(size, old))
-        kept = unique(self._providers[:size])
-        envs = self._envs[size:]
-        providers = [p for p in unique(self._providers[size:]) if not any(p is k for k in kept)]
-        del self._envs[size:], self._providers[size:], self._urls[size:]
+        old = len(self.sessions.envs)
+        with self.lock:
+            self.core.resize(size)  # refuses (SessionBusy) before anything is dropped
+        self.flight.forget(range(size, old))
+        kept = unique(self.sessions.providers[:size])
+        envs = self.sessions.envs[size:]
+        providers = [p for p in unique(self.sessions.providers[size:]) if not any(p is k for k in kept)]
+        del self.sessions.envs[size:], self.sessions.providers[size:], self.sessions.urls[size:]
         await close_all(envs, providers)
 
-    async def _grow(self, size: int) -> None:
+    async def grow(self, size: int) -> None:
         """``resize`` up: new sessions on the same servers or new ones, opened at once when the pool is open.
 
         Nothing is added when a server cannot be started or a session opened
         (what was started for them is stopped).
         """
-        old = len(self._envs)
+        old = len(self.sessions.envs)
         indices = range(old, size)
         providers_new: list[Provider | None] = [None] * len(indices)
         started: list[Provider] = []
-        if self._factory is not None:
-            verify = self._env_options.get("verify")
+        if self.sessions.factory is not None:
+            verify = self.sessions.env_options.get("verify")
             providers_new, urls, started = await grow_servers(
-                self._factory, self._providers, self._urls, indices, self._max_servers, self._ready_timeout, verify
+                self.sessions.factory,
+                self.sessions.providers,
+                self.sessions.urls,
+                indices,
+                self.sessions.max_servers,
+                self.sessions.ready_timeout,
+                verify,
             )
         else:
-            urls = [self._urls[i % old] for i in indices]
-        envs_new = [self._new_env(url) for url in urls]
-        if self._opened:
-            self._growing = list(zip(envs_new, urls, strict=True))
+            urls = [self.sessions.urls[i % old] for i in indices]
+        envs_new = [self.sessions.new_env(url) for url in urls]
+        if self.life.opened:
+            self.sessions.growing = list(zip(envs_new, urls, strict=True))
             try:
-                await self._open_envs(envs_new, indices)
+                await self.open_envs(envs_new, indices)
             except BaseException:
                 await run_all([env.close for env in envs_new], noop)
                 await stop_all(started)
                 raise
             finally:
-                self._growing = []
-        self._envs += envs_new
-        self._providers += providers_new
-        self._urls += urls
-        with self._lock:
-            self._core.resize(size)
+                self.sessions.growing = []
+        self.sessions.envs += envs_new
+        self.sessions.providers += providers_new
+        self.sessions.urls += urls
+        with self.lock:
+            self.core.resize(size)
 
-    async def _settle_failures(
-        self, what: str, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+    async def settle_failures(
+        self, what: PoolCall, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
         """After ``step``/``reset``: replace the failed sessions (``on_failure="replace"``), or raise ``PoolError``.
 
@@ -244,12 +247,12 @@ class PoolOpening:
         the last replacement attempt's error where one failed too.
         """
         unreplaced: dict[int, PoolError] = {}
-        if self._core.on_failure == "replace":
-            replaced, unreplaced = await self._replace_all(sorted(errors))
+        if self.core.on_failure == "replace":
+            replaced, unreplaced = await self.replace_all(sorted(errors))
             results.update(replaced)
             errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
         else:
-            await self._explain_dead_servers(errors)
+            await self.explain_dead_servers(errors)
         failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
             if unreplaced:
@@ -258,25 +261,25 @@ class PoolOpening:
                 message = pool_error(what, order, results, failed)
             raise PoolError(message, {i: results.get(i) for i in order}, failed)
 
-    async def _explain_dead_servers(self, errors: dict[int, OpenEnvError]) -> None:
+    async def explain_dead_servers(self, errors: dict[int, OpenEnvError]) -> None:
         """A lost session whose server (started by the pool) died: say so, and that ``replace(i)`` helps, not ``reset``.
 
         A ``reset`` of that session would only reach the dead address again.
         """
         deaths: dict[int, str | None] = {}  # by provider: sessions that share a server share its death
         for index, error in sorted(errors.items()):
-            provider = self._providers[index] if index < len(self._providers) else None
+            provider = self.sessions.providers[index] if index < len(self.sessions.providers) else None
             if provider is None or not isinstance(error, (ConnectError, SessionLost)) or isinstance(error, EnvTimeout):
                 continue
             key = id(provider)
             if key not in deaths:
-                deaths[key] = await self._death(provider)
+                deaths[key] = await self.death(provider)
             reason = deaths[key]
             if reason is not None:
                 message = dead_server_message(reason, replaced_by=f"pool.replace({index})")
                 errors[index] = SessionLost(message) if isinstance(error, SessionLost) else ConnectError(message)
 
-    async def _replace_completed(self, done: list[Completed[Any]]) -> list[Completed[Any]]:
+    async def replace_completed(self, done: list[Completed[Any]]) -> list[Completed[Any]]:
         """After ``recv`` (``on_failure="replace"``): each failed completion replaced by its session's new reset.
 
         Raises:
@@ -284,7 +287,7 @@ class PoolOpening:
                 for the next ``recv()``.
         """
         failed = dict.fromkeys(c.index for c in done if c.error is not None and not c.replaced)
-        replaced, unreplaced = await self._replace_all(failed)
+        replaced, unreplaced = await self.replace_all(failed)
         out = [
             Completed(c.index, replaced[c.index], c.error, replaced=True) if c.index in replaced else c
             for c in done
@@ -292,7 +295,7 @@ class PoolOpening:
         ]
         if unreplaced:
             # the other completions are not lost: the next recv() returns them
-            self._ready = out + self._ready
+            self.flight.ready = out + self.flight.ready
             kept = {c.index: c.result for c in out}
             raise PoolError(
                 recv_unreplaced_message(unreplaced),
@@ -301,7 +304,7 @@ class PoolOpening:
             )
         return out
 
-    async def _replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[Any]], dict[int, PoolError]]:
+    async def replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[Any]], dict[int, PoolError]]:
         """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
 
         Returns the new episodes' reset results, and for the sessions that
@@ -311,97 +314,107 @@ class PoolOpening:
         unreplaced: dict[int, PoolError] = {}
         for index in indices:
             try:
-                replaced[index] = await self._replace(index)
+                replaced[index] = await self.replace(index)
             except PoolError as exc:
                 unreplaced[index] = exc
         return replaced, unreplaced
 
-    async def _death(self, provider: Provider) -> str | None:
+    async def death(self, provider: Provider) -> str | None:
         """Why ``provider``'s server died, else ``None`` (remembered: a stopped provider's check() knows no more)."""
-        for known, why in self._dead_servers:
+        for known, why in self.sessions.dead_servers:
             if known is provider:
                 return why
         reason = await death_of(provider)
         if reason is not None:
-            self._dead_servers.append((provider, reason))
+            self.sessions.dead_servers.append((provider, reason))
         return reason
 
-    async def _replace(self, index: int) -> StepResult[Any]:
-        self._forget([index])
-        provider = self._providers[index]
-        shared = provider is not None and sum(p is provider for p in self._providers) > 1
+    async def replace(self, index: int) -> StepResult[Any]:
+        self.flight.forget([index])
+        provider = self.sessions.providers[index]
+        shared = provider is not None and sum(p is provider for p in self.sessions.providers) > 1
         # a server that died serves no one: its sessions move to a live server or a new one, within max_servers
         # (a shared one is checked here; one found dead before, its last session included, is remembered)
-        pool_started = self._factory is not None
+        pool_started = self.sessions.factory is not None
         moving = (
             pool_started
             and provider is not None
-            and (shared or any(p is provider for p, _ in self._dead_servers))
-            and await self._death(provider) is not None
+            and (shared or any(p is provider for p, _ in self.sessions.dead_servers))
+            and await self.death(provider) is not None
         )
-        plan = ReplacePlan(index, self._replace_attempts, own_server=pool_started and (moving or not shared))
+        plan = ReplacePlan(index, self.options.replace_attempts, own_server=pool_started and (moving or not shared))
         while (delay := plan.next_try()) is not None:
             if delay:
                 await sleep(delay)
-            self._check_open()  # never a new session (or server) for a pool closed meanwhile
+            self.life.check_open()  # never a new session (or server) for a pool closed meanwhile
             try:
-                result = await (self._move(index) if moving else self._renew(index, plan.own_server))
+                result = await (self.move(index) if moving else self.renew(index, plan.own_server))
             except OpenEnvError as exc:
                 plan.failed(exc)
                 continue
-            self._core.replaced(index, result)
+            self.core.replaced(index, result)
             return result
         raise plan.error() from plan.last
 
-    async def _move(self, index: int) -> StepResult[Any]:
+    async def move(self, index: int) -> StepResult[Any]:
         """One replacement try for a session of a shared server that died: placed as ``resize`` places one, reset."""
-        assert self._factory is not None
-        old, dead = self._envs[index], self._providers[index]
-        self._providers[index] = None
+        assert self.sessions.factory is not None
+        old, dead = self.sessions.envs[index], self.sessions.providers[index]
+        self.sessions.providers[index] = None
         await quietly(old.close)
-        if dead is not None and not any(p is dead for p in self._providers):  # its last session left: stop it
+        if dead is not None and not any(p is dead for p in self.sessions.providers):  # its last session left: stop it
             await quietly(dead.stop)  # (also a server an earlier try started, before this try starts another)
-            self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not dead]
-        known = [p for p, _ in self._dead_servers]
-        live = [None if p is None or any(p is d for d in known) else p for p in self._providers]
-        verify = self._env_options.get("verify")
+            self.sessions.dead_servers = [(p, r) for p, r in self.sessions.dead_servers if p is not dead]
+        known = [p for p, _ in self.sessions.dead_servers]
+        live = [None if p is None or any(p is d for d in known) else p for p in self.sessions.providers]
+        verify = self.sessions.env_options.get("verify")
         providers, urls, started = await grow_servers(
-            self._factory, live, self._urls, [index], self._max_servers, self._ready_timeout, verify
+            self.sessions.factory,
+            live,
+            self.sessions.urls,
+            [index],
+            self.sessions.max_servers,
+            self.sessions.ready_timeout,
+            verify,
         )
-        self._providers[index], self._urls[index] = providers[0], urls[0]
-        env = self._envs[index] = self._new_env(urls[0])
+        self.sessions.providers[index], self.sessions.urls[index] = providers[0], urls[0]
+        env = self.sessions.envs[index] = self.sessions.new_env(urls[0])
         try:
-            result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+            result: StepResult[Any] = await self.with_capacity(env, _bind(_connect_and_reset, env, {}))
         finally:
-            if self._closed:  # close() ran meanwhile, after closing what was there: close what this try opened
+            if self.life.closed:  # close() ran meanwhile, after closing what was there: close what this try opened
                 await quietly(env.close)
                 await stop_all(started)
-        self._check_open()
+        self.life.check_open()
         return result
 
-    async def _renew(self, index: int, own_server: bool) -> StepResult[Any]:
+    async def renew(self, index: int, own_server: bool) -> StepResult[Any]:
         """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
-        old, provider = self._envs[index], self._providers[index]
-        self._envs[index] = self._new_env(self._urls[index])
+        old, provider = self.sessions.envs[index], self.sessions.providers[index]
+        self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
         await quietly(old.close)
-        if own_server and self._factory is not None:
-            self._providers[index] = None
+        if own_server and self.sessions.factory is not None:
+            self.sessions.providers[index] = None
             if provider is not None:
                 await quietly(provider.stop)
-                self._dead_servers = [(p, r) for p, r in self._dead_servers if p is not provider]
-            provider = (await make_providers(self._factory, [index]))[0]
-            url = (await start_providers([provider], self._ready_timeout, verify=self._env_options.get("verify")))[0]
-            self._providers[index], self._urls[index] = provider, url
-            self._envs[index] = self._new_env(url)
-        env = self._envs[index]
+                self.sessions.dead_servers = [(p, r) for p, r in self.sessions.dead_servers if p is not provider]
+            provider = (await make_providers(self.sessions.factory, [index]))[0]
+            url = (
+                await start_providers(
+                    [provider], self.sessions.ready_timeout, verify=self.sessions.env_options.get("verify")
+                )
+            )[0]
+            self.sessions.providers[index], self.sessions.urls[index] = provider, url
+            self.sessions.envs[index] = self.sessions.new_env(url)
+        env = self.sessions.envs[index]
         try:
-            result: StepResult[Any] = await self._with_capacity(env, _bind(_connect_and_reset, env, {}))
+            result: StepResult[Any] = await self.with_capacity(env, _bind(_connect_and_reset, env, {}))
         finally:
-            if self._closed:  # close() ran meanwhile, after closing what was there: close what this try opened
+            if self.life.closed:  # close() ran meanwhile, after closing what was there: close what this try opened
                 await quietly(env.close)
                 if own_server and provider is not None:
                     await quietly(provider.stop)
-        self._check_open()
+        self.life.check_open()
         return result
 
 

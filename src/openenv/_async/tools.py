@@ -27,7 +27,7 @@ from .._adapters import connect_kwargs, http_error
 from .._core import frames, mcp
 from .._core.errors import CapacityReached, ServerValidationError, ToolError, ToolNotFound
 from .._core.mcp import PRODUCTION, McpState
-from .._core.session import RequestKind, attach_plan, created, release_on_close, ws_target
+from .._core.session import Request, RequestKind, attach_plan, created, release_on_close, ws_target
 from .._core.urls import redact_url
 from .._shim_async import loop_token, ws_connect, ws_recv
 from .connection import _Connection
@@ -137,14 +137,17 @@ class _Tools(_Connection):
     async def _mcp_frame(self, method: str, params: dict[str, Any], *, tool: str | None = None) -> Any:
         """One JSON-RPC request in an ``mcp`` frame on the session WebSocket."""
         request_id = self._mcp.ids.next()
-        frame = frames.encode_mcp(mcp.rpc_request(method, params, request_id))
-        return await self._request(RequestKind.MCP, frame, lambda data: mcp.rpc_result(data, request_id, tool=tool))
+        request = Request(
+            RequestKind.MCP,
+            mcp.rpc_request(method, params, request_id),
+            lambda data: mcp.rpc_result(data, request_id, tool=tool),
+        )
+        return await self._request(request)
 
     async def _mcp_step(self, action: dict[str, Any], unsupported: ToolError | None) -> Any:
         """An MCP action through the step loop: (observation dict, step result)."""
         try:
-            frame = frames.encode_step(action)
-            result = await self._request(RequestKind.TOOL_STEP, frame, frames.parse_step_result)
+            result = await self._request(Request(RequestKind.TOOL_STEP, action, frames.parse_step_result))
         except ServerValidationError as exc:
             if unsupported is not None:
                 raise unsupported from exc  # the environment takes no MCP actions either

@@ -7,7 +7,7 @@ import math
 import os
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeAlias
@@ -411,7 +411,7 @@ class EnvOptions(TypedDict, total=False):
     mode: str | None
 
 
-def check_options(options: Mapping[str, Any], where: str) -> ClientOptions:
+def check_options(options: Mapping[str, Any], where: str, others: Iterable[str] = ()) -> ClientOptions:
     """The connection options among ``where``'s keyword arguments, refused before anything starts.
 
     A constructor that starts a server or a container (``Env.from_env``,
@@ -421,7 +421,8 @@ def check_options(options: Mapping[str, Any], where: str) -> ClientOptions:
     function the caller called.
 
     Raises:
-        TypeError: a name that is not an option of ``Env(...)`` (with a "did you mean").
+        TypeError: a name that is not an option of ``Env(...)`` (with a "did you mean", among
+            ``others`` too: the caller's own keyword arguments, such as an ``EnvPool``'s options).
         InvalidOption: a value out of range (``mode`` included).
     """
     import difflib
@@ -431,7 +432,7 @@ def check_options(options: Mapping[str, Any], where: str) -> ClientOptions:
     known = EnvOptions.__annotations__
     for name in options:
         if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(name, [*known, *others], n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
     if options.get("mode") is not None:

@@ -18,17 +18,22 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, fields
+from typing import Any, Generic, Literal, TypeVar
 
 from .capacity import capacity_delays
-from .errors import CapacityReached, OpenEnvError, PoolError, SessionBusy, SessionLost
+from .errors import CapacityReached, EnvClosed, OpenEnvError, PoolError, SessionBusy, SessionLost
+from .options import EnvOptions, check_timeout
 from .result import StepResult
 from .servers import RAISE_SESSION_LIMIT, limit_from, overcommitted, overcommitted_message
 
 __all__ = [
     "Completed",
     "PoolMetrics",
+    "PoolOptions",
+    "PoolArgs",
+    "PoolCall",
+    "PoolLife",
     "JobKind",
     "Job",
     "PoolCore",
@@ -47,6 +52,107 @@ ON_FAILURE = ("raise", "replace")
 #: two-core machine ran out of time together (every one, at the client's 10 s), or were closed by the
 #: server's own handshake timeout; the default server also answers 503 beyond its 64 pending ones.
 OPENING_AT_ONCE = 64
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """How an [`EnvPool`][openenv.sync.EnvPool] runs its sessions: the pool's own options, checked once.
+
+    Every constructor of ``EnvPool`` (``EnvPool(...)``, ``from_provider``,
+    ``from_docker_image``, ``from_env``) takes these as keyword arguments
+    (``EnvPool(url, size=8, autoreset=True)``) or as one object
+    (``EnvPool(url, size=8, pool_options=PoolOptions(autoreset=True))``); not both.
+
+    Attributes:
+        autoreset: Gymnasium's next-step autoreset: once a step returned
+            ``done``, that session's next ``step`` sends a ``reset`` (with no
+            arguments) instead, and its slot in the results is the reset's.
+        on_failure: ``"raise"`` (default): a failed session is reported in a
+            [`PoolError`][openenv.sync.PoolError] and stays failed until
+            ``reset(ids=[i])`` or ``replace(i)``; ``"replace"``: it is replaced at once.
+        replace_attempts: tries to replace a failed session (create and reset), with backoff.
+        max_concurrency: at most this many requests in flight (``None``: no limit);
+            the others are queued and sent as replies come in.
+        capacity_timeout: seconds to keep retrying while a server answers
+            ``CAPACITY_REACHED`` (``None`` or ``inf``: no limit).
+
+    Raises:
+        ValueError: ``on_failure``, ``replace_attempts`` or ``max_concurrency`` is out of range.
+        InvalidOption: ``capacity_timeout`` is not a positive number of seconds or ``None``.
+    """
+
+    autoreset: bool = False
+    on_failure: Literal["raise", "replace"] = "raise"
+    replace_attempts: int = 3
+    max_concurrency: int | None = None
+    capacity_timeout: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        check_replace_attempts(self.replace_attempts)
+        object.__setattr__(self, "capacity_timeout", check_timeout("capacity_timeout", self.capacity_timeout))
+        check_max_concurrency(self.max_concurrency)
+        check_on_failure(self.on_failure)
+
+    @classmethod
+    def split(cls, keywords: Mapping[str, Any], given: PoolOptions | None = None) -> tuple[PoolOptions, dict[str, Any]]:
+        """The pool's options among a constructor's keyword arguments (or ``given``), and the rest (``Env``'s).
+
+        Raises:
+            TypeError: both ``given`` and some of its keyword arguments were passed.
+        """
+        mine = {k: v for k, v in keywords.items() if k in POOL_OPTION_NAMES}
+        rest = {k: v for k, v in keywords.items() if k not in POOL_OPTION_NAMES}
+        if given is None:
+            return cls(**mine), rest
+        if mine:
+            raise TypeError(
+                f"pass the pool's options either as pool_options or as keyword arguments, not both: {sorted(mine)}"
+            )
+        if not isinstance(given, PoolOptions):
+            raise TypeError(f"pool_options must be a PoolOptions, not {type(given).__name__}")
+        return given, rest
+
+
+#: the keyword arguments that are ``PoolOptions``' fields
+POOL_OPTION_NAMES = frozenset(f.name for f in fields(PoolOptions))
+
+
+class PoolArgs(EnvOptions, total=False):
+    """The keyword arguments of ``EnvPool``'s constructors: the pool's options and ``Env``'s connection options."""
+
+    autoreset: bool
+    on_failure: Literal["raise", "replace"]
+    replace_attempts: int
+    max_concurrency: int | None
+    capacity_timeout: float | None
+
+
+class PoolCall(enum.Enum):
+    """Which pool call a failure is reported for (its value names it in messages)."""
+
+    RESET = "reset"
+    STEP = "step"
+    OPENING = "opening"
+
+    @property
+    def waits_for_capacity(self) -> bool:
+        """Whether its requests refused for capacity are retried (a fresh session's first reset)."""
+        return self is PoolCall.RESET
+
+
+class PoolLife:
+    """Whether an ``EnvPool`` was opened (``connect()``) and whether it is closed."""
+
+    __slots__ = ("opened", "closed")
+
+    def __init__(self) -> None:
+        self.opened = False
+        self.closed = False
+
+    def check_open(self) -> None:
+        """Raises ``EnvClosed`` once the pool is closed."""
+        if self.closed:
+            raise EnvClosed("this EnvPool is closed; create a new one")
 
 
 @dataclass(frozen=True)
@@ -157,10 +263,8 @@ class PoolCore:
         message_timeout: float | None = None,
     ) -> None:
         check_size(size)
-        if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
-            raise ValueError(f"max_concurrency must be a positive integer or None, not {max_concurrency!r}")
-        if on_failure not in ON_FAILURE:
-            raise ValueError(f"on_failure must be one of {ON_FAILURE}, not {on_failure!r}")
+        check_max_concurrency(max_concurrency)
+        check_on_failure(on_failure)
         self.autoreset = autoreset
         self.max_concurrency = max_concurrency
         self.on_failure = on_failure
@@ -502,17 +606,31 @@ def check_replace_attempts(attempts: int) -> None:
         raise ValueError(f"replace_attempts must be a positive integer, not {attempts!r}")
 
 
+def check_max_concurrency(max_concurrency: int | None) -> None:
+    """Raises ``ValueError`` unless ``max_concurrency`` is a positive integer or ``None``."""
+    if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
+        raise ValueError(f"max_concurrency must be a positive integer or None, not {max_concurrency!r}")
+
+
+def check_on_failure(on_failure: str) -> None:
+    """Raises ``ValueError`` unless ``on_failure`` is one of ``ON_FAILURE``."""
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}, not {on_failure!r}")
+
+
 def _check_len(name: str, values: Sequence[Any], n: int) -> None:
     if len(values) != n:
         raise ValueError(f"{name} has {len(values)} entries for {n} session(s); give one per session")
 
 
-def pool_error(what: str, order: Sequence[int], results: Mapping[int, Any], errors: Mapping[int, OpenEnvError]) -> str:
+def pool_error(
+    what: PoolCall, order: Sequence[int], results: Mapping[int, Any], errors: Mapping[int, OpenEnvError]
+) -> str:
     """The message of a ``PoolError``: which sessions failed, and the first error."""
     failed = sorted(errors)
     first = errors[failed[0]]
     return (
-        f"{what} failed for {len(failed)} of {len(order)} session(s) (indices {failed}); "
+        f"{what.value} failed for {len(failed)} of {len(order)} session(s) (indices {failed}); "
         f"session {failed[0]}: {type(first).__name__}: {first}. The other results are in .results; "
         "each failed session stays failed until reset(ids=[i]) or replace(i) (or use on_failure='replace')"
     )
@@ -605,10 +723,10 @@ class ReplacePlan:
         )
 
 
-def unreplaced_message(what: str, failed: int, total: int, unreplaced: Mapping[int, PoolError]) -> str:
+def unreplaced_message(what: PoolCall, failed: int, total: int, unreplaced: Mapping[int, PoolError]) -> str:
     """The message of ``step``/``reset``'s ``PoolError`` when failed sessions could not be replaced."""
     return (
-        f"{what} failed for {failed} of {total} session(s) and "
+        f"{what.value} failed for {failed} of {total} session(s) and "
         f"{len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); "
         f"{first_failure(unreplaced)}. The other results are in .results; retry with replace(i)"
     )

@@ -6,7 +6,8 @@ questions the IO code would otherwise answer with string labels and
 positional flags:
 
 * **what a request is**: `RequestKind` (its reply type, whether it
-  starts or continues an episode, whether it may be re-sent);
+  starts or continues an episode, whether it may be re-sent), and `Request`,
+  the one request builder (``Env``'s calls and ``EnvPool``'s alike);
 * **what may be sent now**: `Session.check_open()` (closed →
   [`EnvClosed`][openenv.sync.EnvClosed]), `Session.needs_connection()` (lost mid-episode →
   [`SessionLost`][openenv.sync.SessionLost] until a reset);
@@ -21,13 +22,15 @@ It does no IO, reads no clock and knows nothing of asyncio or threads.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from . import frames
 from .errors import EnvClosed, OpenEnvError, ServerError, SessionLost
 from .mcp import PRODUCTION, McpState, attach_url
 
-__all__ = ["RequestKind", "Attempt", "Session", "AttachPlan", "ws_target", "attach_plan"]
+__all__ = ["RequestKind", "Request", "Attempt", "Session", "AttachPlan", "ws_target", "attach_plan"]
 
 
 class RequestKind(enum.Enum):
@@ -74,6 +77,44 @@ class RequestKind(enum.Enum):
     def idempotent(self) -> bool:
         """Whether sending it twice does no harm (a reset starts afresh; state only reads)."""
         return self in (RequestKind.RESET, RequestKind.STATE)
+
+
+T = TypeVar("T")
+
+
+class Request(Generic[T]):
+    """One request of a session, built before anything is sent: its kind, its frame and its reply's parser.
+
+    The one request builder of the client: ``Env``'s calls (``reset``, ``step``,
+    ``state``, the MCP ones) and ``EnvPool``'s build theirs here.  The frame is
+    encoded at once (a step's action is refused here, before any IO); ``parse``
+    turns the reply's ``data`` into the result.
+
+    Args:
+        kind: what the request is.
+        data: a step's action object, a reset's arguments, a JSON-RPC request (``None`` for ``state``).
+        parse: turns the reply's ``data`` into the call's result.
+
+    Raises:
+        InvalidActionType: a step's ``data`` is not a JSON object, or holds a value JSON cannot carry.
+        InvalidAction: it holds ``NaN``/``Infinity`` or a circular reference.
+    """
+
+    __slots__ = ("kind", "frame", "parse")
+
+    def __init__(self, kind: RequestKind, data: Mapping[str, Any] | None, parse: Callable[[dict[str, Any]], T]) -> None:
+        if kind is RequestKind.STEP or kind is RequestKind.TOOL_STEP:
+            frame = frames.encode_step(data)  # type: ignore[arg-type]  # encode_step refuses what is not a dict
+        elif kind is RequestKind.RESET:
+            frame = frames.encode_reset(data or {})
+        elif kind is RequestKind.STATE:
+            frame = frames.STATE_FRAME
+        else:
+            frame = frames.encode_mcp(data or {})
+        self.kind, self.frame, self.parse = kind, frame, parse
+
+    def __repr__(self) -> str:
+        return f"Request({self.kind.name}, {self.frame!r})"
 
 
 @dataclass

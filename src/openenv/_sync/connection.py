@@ -6,10 +6,13 @@ may reconnect, what a lost connection means for the episode, which error to rais
 this module does the IO they call for.  It knows nothing about MCP: the tools room
 (``_Tools`` in ``tools.py``) plugs in through ``_session_ws_url()`` and ``_on_open()``.
 
-It is also the named seam between ``EnvPool`` and the sessions it drives: a pool
-builds each session's ``Request`` (``reset_request``, ``step_request``), sends it
-(``send``, which returns a ``Ticket``), and later reads the reply (``receive``)
-or gives it up (``abandon``), without reaching into ``Env``.
+It is also the seam between ``EnvPool`` and the sessions it drives, written down
+as the ``Seam`` protocol: a pool has each session build its ``Request`` with the
+same builder ``Env``'s own calls use (``_reset_request`` / ``_step_request``, which
+end in ``_core/session.py``'s ``Request``), sends it (``_send``, which returns a
+``Ticket``), and later reads the reply (``_receive``) or gives it up (``_abandon``);
+``_opens`` says whether a send would open a connection first.  The pool reads
+none of the session's attributes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from types import EllipsisType
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 
 from typing_extensions import TypeVar
 from websockets.exceptions import ConnectionClosed
@@ -30,11 +33,11 @@ from .._core import frames
 from .._core.errors import MessageTimeout, ProtocolError, ServerError
 from .._core.guard import InFlight
 from .._core.options import ClientOptions
-from .._core.session import Attempt, RequestKind, Session
+from .._core.session import Attempt, Request, RequestKind, Session
 from .._core.urls import Endpoints
 from .._shim_sync import WebSocket, loop_token, ws_abandon, ws_connect, ws_pending, ws_recv
 
-__all__ = ["Request", "Ticket", "reset_request", "step_request", "opens", "send", "receive", "abandon"]
+__all__ = ["Seam", "Ticket"]
 
 T = TypeVar("T")
 
@@ -53,16 +56,8 @@ def _dropped(ws: WebSocket, url: str) -> None:
     )
 
 
-class Request(NamedTuple):
-    """One request of a session, built before anything is sent: its kind, its frame and its reply's parser."""
-
-    kind: RequestKind
-    frame: str
-    parse: Callable[[dict[str, Any]], Any]
-
-
 class Ticket:
-    """A request that went out and awaits its reply: what ``send()`` returns, for ``receive()`` or ``abandon()``.
+    """A request that went out and awaits its reply: what ``_send()`` returns, for ``_receive()`` or ``_abandon()``.
 
     Attributes:
         ws: the WebSocket the reply comes on (a pool waits on several at once).
@@ -105,14 +100,6 @@ class _Connection:
             if self._ws is None or self._loop is not loop_token():
                 self._open()
 
-    def _reset_call(self, kwargs: Mapping[str, Any]) -> Request:
-        """The request ``reset(**kwargs)`` sends (``Env`` defines it)."""
-        raise NotImplementedError
-
-    def _step_call(self, action: Any) -> Request:
-        """The request ``step(action)`` sends (``Env`` defines it; the codec checks the action)."""
-        raise NotImplementedError
-
     def _session_ws_url(self) -> str:
         """The ``/ws`` URL to open (the tools room attaches it to a session in production mode)."""
         return self._endpoints.ws_url
@@ -122,6 +109,14 @@ class _Connection:
 
     def _check_open(self) -> None:
         self._session.check_open()
+
+    def _opens(self, request: Request[Any]) -> bool:
+        """Whether ``_send()`` of ``request`` would open a new connection first.
+
+        A step of an episode whose connection was lost would not: ``_send()`` raises
+        ``SessionLost`` for it (the episode on the server is gone), and nothing is opened.
+        """
+        return self._ws is None and (self._session.lost is None or request.kind.starts_episode)
 
     def _open(self) -> None:
         """Open a new WebSocket (a new server session), dropping any previous one."""
@@ -211,19 +206,19 @@ class _Connection:
         assert self._ws is not None
         return self._ws
 
-    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
-        """Send ``frame``, read its reply, and return ``parse(data)`` of the reply's ``data``.
+    def _request(self, request: Request[T]) -> T:
+        """Send ``request``'s frame, read its reply, and return ``request.parse(data)`` of the reply's ``data``.
 
         The same as ``_send()`` then ``_receive()``: the session decides what each
         outcome means (retry, lost episode); any [`ProtocolError`][openenv.sync.ProtocolError],
         from the envelope check or from ``parse``, closes the connection (its state is
         unknown), as the error promises.
         """
-        sent = self._send(kind, frame, parse)
-        return self._receive(sent, parse)
+        sent = self._send(request)
+        return self._receive(sent, request.parse)
 
-    def _send(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], Any]) -> Ticket:
-        """The send half of a request: take the session's in-flight slot and send ``frame``.
+    def _send(self, request: Request[Any]) -> Ticket:
+        """The send half of a request: take the session's in-flight slot and send its frame.
 
         The slot stays taken until ``_receive()`` (or ``_abandon()``) of the
         returned ticket; in between, another call raises ``SessionBusy``.  Opens
@@ -232,7 +227,7 @@ class _Connection:
         self._session.check_open()
         self._guard.__enter__()
         try:
-            return self._send_attempt(kind, frame, 1, parse)
+            return self._send_attempt(request.kind, request.frame, 1, request.parse)
         except BaseException:
             self._guard.__exit__(None, None, None)
             raise
@@ -328,51 +323,26 @@ class _Connection:
                 raise
 
 
-# -- the seam a pool drives sessions through ------------------------------------------------------
+class Seam(Protocol):
+    """What ``EnvPool`` drives each session through (``Env`` has it): the pool reads none of its attributes.
 
-
-def reset_request(env: _Connection, kwargs: Mapping[str, Any]) -> Request:
-    """The request ``env.reset(**kwargs)`` would send (nothing is sent)."""
-    return env._reset_call(kwargs)
-
-
-def step_request(env: _Connection, action: Any) -> Request:
-    """The request ``env.step(action)`` would send (nothing is sent).
-
-    Raises:
-        InvalidAction: the codec refused the action.
+    The order of one request: ``_step_request``/``_reset_request`` (the frame,
+    built as ``Env.step``/``reset`` build theirs; nothing is sent), ``_opens``
+    (whether sending opens a connection first: the pool opens those together),
+    ``_send`` (returns a ``Ticket``; the session's in-flight slot stays taken), then
+    ``_receive`` of the ticket, or ``_abandon`` of it (the session is then lost).
     """
-    return env._step_call(action)
 
+    def _reset_request(self, kwargs: Mapping[str, Any]) -> Request[Any]: ...
 
-def opens(env: _Connection, request: Request) -> bool:
-    """Whether `send()` of ``request`` would open a new connection first.
+    def _step_request(self, action: Any) -> Request[Any]: ...
 
-    A step of an episode whose connection was lost would not: `send()` raises
-    ``SessionLost`` for it (the episode on the server is gone), and nothing is opened.
-    """
-    if env._ws is not None:
-        return False
-    session = env._session
-    return session.lost is None or request.kind.starts_episode
+    def _opens(self, request: Request[Any]) -> bool: ...
 
+    def _send(self, request: Request[Any]) -> Ticket: ...
 
-def send(env: _Connection, request: Request) -> Ticket:
-    """Send ``request`` on ``env``'s session (connecting first when it must) and return its ticket.
+    def _receive(
+        self, sent: Ticket, parse: Callable[[dict[str, Any]], T], *, timeout: float | None | EllipsisType = ...
+    ) -> T: ...
 
-    The session's in-flight slot stays taken until `receive()` or `abandon()` of the ticket.
-    """
-    return env._send(request.kind, request.frame, request.parse)
-
-
-def receive(env: _Connection, ticket: Ticket, *, timeout: float | None) -> Any:
-    """Read the reply of ``ticket`` within ``timeout`` seconds (``None``: no limit) and return it parsed.
-
-    Raises what ``Env``'s own call would (``MessageTimeout``, ``SessionLost``, a server error, ...).
-    """
-    return env._receive(ticket, ticket.parse, timeout=timeout)
-
-
-def abandon(env: _Connection, ticket: Ticket) -> None:
-    """Give up on ``ticket`` without reading its reply: the session is lost (the reply may still come)."""
-    env._abandon(ticket)
+    def _abandon(self, sent: Ticket) -> None: ...

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import Self, TypeVar, Unpack
 
 from .._blocking.sources import classify_source, hosted_headers
-from .._core import frames, mcp
+from .._core import mcp
 from .._core.codec import Codec, as_codec
 from .._core.errors import ConnectError, EnvTimeout, OpenEnvError, SessionLost
 from .._core.guard import InFlight
@@ -26,10 +26,10 @@ from .._core.options import (
     check_timeout,
 )
 from .._core.servers import dead_server_message
-from .._core.session import RequestKind, Session
+from .._core.session import Request, RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
-from .connection import Request, _Connection
+from .connection import _Connection
 from .foreign import adopt_provider, provider_image, provider_target
 from .liveness import death_of
 from .providers import DockerProvider, Provider
@@ -549,10 +549,10 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
     # -- the protocol ----------------------------------------------------------
 
-    def _request(self, kind: RequestKind, frame: str, parse: Callable[[dict[str, Any]], T]) -> T:
+    def _request(self, request: Request[T]) -> T:
         # a failed connection to a server this client started: say so when it died, since reset() cannot help
         try:
-            return super()._request(kind, frame, parse)
+            return super()._request(request)
         except (ConnectError, SessionLost) as exc:
             gone = self._server_gone(exc)
             if gone is None:
@@ -574,19 +574,19 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
         After a lost session this reconnects first: a reset starts afresh anyway.
         """
-        return self._request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
+        return self._request(self._reset_request(kwargs))
 
-    def _reset_call(self, kwargs: Mapping[str, Any]) -> Request:
+    def _reset_request(self, kwargs: Mapping[str, Any]) -> Request[StepResult[ObsT]]:
         """The request ``reset(**kwargs)`` sends: kind, frame and reply parser (a pool sends it through the seam)."""
-        return Request(RequestKind.RESET, frames.encode_reset(dict(kwargs)), self._parse_reset)
+        return Request(RequestKind.RESET, kwargs, self._parse_reset)
 
-    def _step_call(self, action: Any) -> Request:
+    def _step_request(self, action: Any) -> Request[StepResult[ObsT]]:
         """The request ``step(action)`` sends (the codec checks the action here: nothing is sent yet).
 
         Raises:
             InvalidAction: the codec refused the action.
         """
-        return Request(RequestKind.STEP, frames.encode_step(self._step_payload(action)), self._parse_result)
+        return Request(RequestKind.STEP, self._step_payload(action), self._parse_result)
 
     def step(self, action: ActT | Mapping[str, Any], **kwargs: Any) -> StepResult[ObsT]:
         """Send one action and return the step result.
@@ -616,8 +616,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
                 f"step() got keyword arguments {sorted(kwargs)}; the OpenEnv WebSocket protocol "
                 "has no way to send them (put them in the action instead)"
             )
-        frame = frames.encode_step(self._step_payload(action))  # type: ignore[arg-type]  # the codec checks a dict
-        return self._request(RequestKind.STEP, frame, self._parse_result)
+        return self._request(self._step_request(action))
 
     def state(self) -> StateT:
         """The session's state (``episode_id``, ``step_count`` and the environment's fields).
@@ -625,7 +624,7 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
         Raises:
             ParseError: the reply did not match the codec's state model (``payload`` holds it).
         """
-        return self._request(RequestKind.STATE, frames.STATE_FRAME, self._parse_state)
+        return self._request(Request(RequestKind.STATE, None, self._parse_state))
 
     # OpenEnv's hooks: override them in a subclass, or (better) give a Codec.
 

@@ -2,7 +2,7 @@
 """``EnvPool``: many sessions stepped together (an RL trainer's batch of environments).
 
 The IO half of the pool: it moves frames on each session's own [`Env`][openenv.sync.Env]
-through the connection room's seam (``connection.send`` / ``receive`` / ``abandon``)
+through the connection room's ``Seam`` (``_send`` / ``_receive`` / ``_abandon``)
 and keeps only a map of tickets (session index -> request in flight);
 ``_core/pool.py`` decides what each session is sent, applies the concurrency
 limit, keeps the books and the send times, and decides capacity waits and
@@ -15,35 +15,39 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal
+from typing import Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
 from .._blocking.retry import Deadline
 from .._blocking.sources import classify_source, hosted_headers
 from .._core.codec import Codec, as_codec
-from .._core.errors import EnvClosed, OpenEnvError
+from .._core.errors import OpenEnvError
 from .._core.guard import InFlight
-from .._core.options import READY_TIMEOUT, EnvOptions, check_options, check_timeout
+from .._core.options import READY_TIMEOUT, check_options, check_timeout
 from .._core.pool import (
+    POOL_OPTION_NAMES,
     Completed,
     Job,
     JobKind,
+    PoolArgs,
+    PoolCall,
     PoolCore,
+    PoolLife,
     PoolMetrics,
-    check_replace_attempts,
+    PoolOptions,
     check_size,
     session_urls,
 )
 from .._core.result import StepResult
 from .._core.servers import check_max_servers
-from .connection import Request, Ticket
 from .env import Env
 from .foreign import adopt_factory
 from .pool_checkout import PoolCheckout
 from .pool_flight import PoolFlight
 from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
+from .pool_sessions import PoolSessions
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider, schema_codec
 
@@ -54,7 +58,7 @@ ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
 
 
-class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
+class EnvPool(Generic[ActT, ObsT, StateT]):
     """A pool of environment sessions, stepped together: one [`Env`][openenv.sync.Env] per session.
 
     ``EnvPool(url, size=8)`` opens 8 sessions on one server;
@@ -117,13 +121,12 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         size: the number of sessions on a single ``base_url`` (default 1); with
             a list, ``None`` or its length.
         codec: as for ``Env(...)``; one codec shared by every session.
-        autoreset: Gymnasium's next-step autoreset (see above).
-        on_failure: ``"raise"`` or ``"replace"`` (see above).
-        replace_attempts: tries to replace a failed session (create and reset).
-        max_concurrency: at most this many requests in flight (``None``: no limit).
-        capacity_timeout: seconds to keep retrying while a server is full
-            (``None``: no limit).
-        **options: the connection options of ``Env(...)``, for every session.
+        pool_options: the pool's options as one [`PoolOptions`][openenv.sync.PoolOptions]
+            (or give them as keyword arguments; not both).
+        **options: the pool's options (``autoreset``, ``on_failure``,
+            ``replace_attempts``, ``max_concurrency``, ``capacity_timeout``:
+            see [`PoolOptions`][openenv.sync.PoolOptions]) and the connection
+            options of ``Env(...)``, for every session.
 
     Raises:
         ValueError: ``size`` does not fit ``base_url``, or another argument is out of range.
@@ -136,48 +139,28 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         *,
         size: int | None = None,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> None:
         urls = session_urls(base_url, size)
-        check_replace_attempts(replace_attempts)
-        self._capacity_timeout = check_timeout("capacity_timeout", capacity_timeout)
+        settings, env_options = PoolOptions.split(options, pool_options)
+        self._pool_options = settings
         self._core = PoolCore(
             len(urls),
-            autoreset=autoreset,
-            max_concurrency=max_concurrency,
-            on_failure=on_failure,
-            message_timeout=check_options(options, type(self).__name__).message_timeout,
+            autoreset=settings.autoreset,
+            max_concurrency=settings.max_concurrency,
+            on_failure=settings.on_failure,
+            message_timeout=check_options(env_options, type(self).__name__, POOL_OPTION_NAMES).message_timeout,
         )
         #: makes taking sessions atomic: ``checkout()`` may run on any thread, beside a pool call
         self._lock = threading.Lock()
-        self._codec: Codec[Any, Any, Any] = as_codec(codec)
-        self._env_options: dict[str, Any] = dict(options)
-        self._urls = urls
-        self._replace_attempts = replace_attempts
-        self._envs: list[Env[ActT, ObsT, StateT]] = [self._new_env(url) for url in urls]
-        self._providers: list[Provider | None] = [None] * len(urls)
-        self._dead_servers: list[tuple[Provider, str]] = []  # servers found dead (see PoolOpening._death)
-        self._factory: Callable[[int], Provider] | None = None
-        self._max_servers: int | None = None  # the cap on servers started by the factory
-        self._growing: list[tuple[Env[ActT, ObsT, StateT], str]] = []  # sessions resize() is opening
-        self._ready_timeout: float | None = READY_TIMEOUT
         self._guard = InFlight()
-        #: the requests in flight, by session index (their jobs and send times are the core's)
-        self._tickets: dict[int, Ticket] = {}
-        self._closed = False
-        self._opened = False
+        self._life = PoolLife()
         self._last_errors: dict[int, OpenEnvError] = {}
-        #: the asynchronous mode: requests encoded by send, and completions not returned yet
-        self._calls: dict[int, Request] = {}
-        self._ready: list[Completed[ObsT]] = []
-
-    def _new_env(self, url: str) -> Env[ActT, ObsT, StateT]:
-        return Env(url, codec=self._codec, **self._env_options)
+        # one object per concern: what each session is, the requests in flight, opening and replacing
+        self._sessions: PoolSessions[ActT, ObsT, StateT] = PoolSessions(urls, as_codec(codec), env_options)
+        self._flight = PoolFlight(self._sessions, self._core)
+        self._opening = PoolOpening(self._sessions, self._core, self._flight, settings, self._lock, self._life)
 
     # -- constructors that start servers -------------------------------------------
 
@@ -190,12 +173,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         max_servers: int | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """Start one server per session (up to ``max_servers``) and return the pool with every session open.
 
@@ -225,12 +204,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             ready_timeout: seconds for each server to answer ``GET /health``.
             codec: as for ``EnvPool(...)``, or ``"schema"`` (built from the
                 first server's ``GET /schema``).
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -248,28 +223,19 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         check_size(size)
         cap = check_max_servers(max_servers)
         ready_timeout = check_timeout("ready_timeout", ready_timeout)
-        check_options(options, f"{cls.__name__}.from_provider")  # before any server starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any server starts
+        check_options(env_options, f"{cls.__name__}.from_provider", POOL_OPTION_NAMES)
         factory = adopt_factory(factory)  # OpenEnv's providers, translated or wrapped
-        started, providers, urls = first_servers(factory, size, cap, ready_timeout, options.get("verify"))
+        started, providers, urls = first_servers(factory, size, cap, ready_timeout, env_options.get("verify"))
         try:
-            resolved = schema_codec(codec, urls[0], options)
-            pool = cls(
-                urls,
-                codec=resolved,
-                autoreset=autoreset,
-                on_failure=on_failure,
-                replace_attempts=replace_attempts,
-                max_concurrency=max_concurrency,
-                capacity_timeout=capacity_timeout,
-                **options,
-            )
+            resolved = schema_codec(codec, urls[0], env_options)
+            pool = cls(urls, codec=resolved, pool_options=settings, **env_options)
         except BaseException:
             stop_all(started)
             raise
-        pool._providers = list(providers)
-        pool._factory = factory
-        pool._max_servers = cap
-        pool._ready_timeout = ready_timeout
+        sessions = pool._sessions
+        sessions.providers, sessions.factory, sessions.max_servers = list(providers), factory, cap
+        sessions.ready_timeout = ready_timeout
         return pool._connect_or_close()
 
     @classmethod
@@ -284,12 +250,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         pull: bool | None = None,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """Run ``size`` containers of ``image`` (one session each) and return the pool with every session open.
 
@@ -308,12 +270,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             pull: ``None`` pulls when missing, ``True`` always, ``False`` never.
             ready_timeout: seconds for each server to become healthy.
             codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -323,7 +281,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
                 every container was removed, and ``failures`` holds each failed
                 session index's error (with the container's logs).
         """
-        check_options(options, f"{cls.__name__}.from_docker_image")  # before any container starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any container starts
+        check_options(env_options, f"{cls.__name__}.from_docker_image", POOL_OPTION_NAMES)
 
         def factory(index: int) -> Provider:
             return DockerProvider(image, env_vars=env_vars, run_options=run_options, pull=pull)
@@ -334,12 +293,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
-            autoreset=autoreset,
-            on_failure=on_failure,
-            replace_attempts=replace_attempts,
-            max_concurrency=max_concurrency,
-            capacity_timeout=capacity_timeout,
-            **options,
+            pool_options=settings,
+            **env_options,
         )
 
     @classmethod
@@ -357,12 +312,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         install: bool = False,
         ready_timeout: float | None = READY_TIMEOUT,
         codec: Codec[ActT, ObsT, StateT] | type[Any] | str | None = None,
-        autoreset: bool = False,
-        on_failure: Literal["raise", "replace"] = "raise",
-        replace_attempts: int = 3,
-        max_concurrency: int | None = None,
-        capacity_timeout: float | None = 60.0,
-        **options: Unpack[EnvOptions],
+        pool_options: PoolOptions | None = None,
+        **options: Unpack[PoolArgs],
     ) -> Self:
         """A pool for what [`Env.from_env()`][openenv.sync.Env.from_env] takes: a URL, an image, a checkout, a Space id.
 
@@ -396,12 +347,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             install: create and fill a checkout's ``.venv`` when it has none.
             ready_timeout: seconds for each server to become healthy.
             codec: as for [`from_provider()`][openenv.sync.EnvPool.from_provider].
-            autoreset: as for ``EnvPool(...)``.
-            on_failure: as for ``EnvPool(...)``.
-            replace_attempts: as for ``EnvPool(...)``.
-            max_concurrency: as for ``EnvPool(...)``.
-            capacity_timeout: as for ``EnvPool(...)``.
-            **options: the connection options of ``Env(...)``.
+            pool_options: as for ``EnvPool(...)``.
+            **options: as for ``EnvPool(...)``: the pool's options and the connection options of ``Env(...)``.
 
         Returns:
             The pool, its sessions open.
@@ -415,23 +362,14 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             CapacityReached: a URL's server stayed full for ``capacity_timeout`` seconds.
             PoolError: sessions could not be opened.
         """
-        check_options(options, f"{cls.__name__}.from_env")  # before any server starts
+        settings, env_options = PoolOptions.split(options, pool_options)  # before any server starts
+        check_options(env_options, f"{cls.__name__}.from_env", POOL_OPTION_NAMES)
         where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             check_size(size)
-            options["headers"] = hosted_headers(where.target, options.get("headers"))
-            resolved = schema_codec(codec, where.target, options)
-            pool = cls(
-                where.target,
-                size=size,
-                codec=resolved,
-                autoreset=autoreset,
-                on_failure=on_failure,
-                replace_attempts=replace_attempts,
-                max_concurrency=max_concurrency,
-                capacity_timeout=capacity_timeout,
-                **options,
-            )
+            env_options["headers"] = hosted_headers(where.target, env_options.get("headers"))
+            resolved = schema_codec(codec, where.target, env_options)
+            pool = cls(where.target, size=size, codec=resolved, pool_options=settings, **env_options)
             return pool._connect_or_close()
         target = where.target
         if where.kind == "image":
@@ -451,12 +389,8 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             max_servers=max_servers,
             ready_timeout=ready_timeout,
             codec=codec,
-            autoreset=autoreset,
-            on_failure=on_failure,
-            replace_attempts=replace_attempts,
-            max_concurrency=max_concurrency,
-            capacity_timeout=capacity_timeout,
-            **options,
+            pool_options=settings,
+            **env_options,
         )
 
     # -- properties ----------------------------------------------------------------
@@ -464,7 +398,7 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @property
     def envs(self) -> list[Env[ActT, ObsT, StateT]]:
         """The sessions' clients, by index (a copy of the list; use them only between pool calls)."""
-        return list(self._envs)
+        return list(self._sessions.envs)
 
     @property
     def providers(self) -> list[Provider | None]:
@@ -472,12 +406,17 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
 
         Sessions that share a server (``max_servers`` below the size) share its provider.
         """
-        return list(self._providers)
+        return list(self._sessions.providers)
+
+    @property
+    def pool_options(self) -> PoolOptions:
+        """The pool's options (given as keyword arguments or as one [`PoolOptions`][openenv.sync.PoolOptions])."""
+        return self._pool_options
 
     @property
     def metrics(self) -> PoolMetrics:
         """A snapshot: sessions healthy, requests in flight and queued, failures and replacements so far."""
-        return self._core.metrics([not env.closed for env in self._envs])
+        return self._core.metrics([not env.closed for env in self._sessions.envs])
 
     @property
     def last_errors(self) -> dict[int, OpenEnvError]:
@@ -487,14 +426,14 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
     @property
     def closed(self) -> bool:
         """Whether [`close()`][openenv.sync.EnvPool.close] was called."""
-        return self._closed
+        return self._life.closed
 
     def __len__(self) -> int:
-        return len(self._envs)
+        return len(self._sessions.envs)
 
     def __repr__(self) -> str:
         m = self.metrics
-        status = "closed" if self._closed else f"{m.active}/{m.size} active"
+        status = "closed" if self._life.closed else f"{m.active}/{m.size} active"
         return f"<{type(self).__name__} {status} in_flight={m.in_flight} queued={m.queued}>"
 
     # -- opening and closing -------------------------------------------------------------
@@ -512,10 +451,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             CapacityReached: the server stayed full for ``capacity_timeout``
                 seconds (when that is the only failure).
         """
-        self._check_open()
+        self._life.check_open()
         with self._guard:
-            self._open_envs(self._envs, range(len(self._envs)), renew=True)
-            self._opened = True
+            self._opening.open_envs(self._sessions.envs, range(len(self._sessions.envs)), renew=True)
+            self._life.opened = True
         return self
 
     def close(self) -> None:
@@ -524,13 +463,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         Idempotent.  Everything is closed even when some of it fails; the first
         failure is raised at the end.  Requests in flight are abandoned.
         """
-        if self._closed:
+        if self._life.closed:
             return
-        self._closed = True
+        self._life.closed = True
         try:
-            self._abandon_all()
+            self._flight.abandon_all()
         finally:  # whatever the books say, the sessions and servers go
-            close_all(self._envs, unique(self._providers))
+            close_all(self._sessions.envs, unique(self._sessions.providers))
 
     def __enter__(self) -> Self:
         return self._connect_or_close()
@@ -550,10 +489,6 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise EnvClosed("this EnvPool is closed; create a new one")
 
     # -- reset and step ------------------------------------------------------------------------
 
@@ -589,13 +524,13 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             self._core.check_idle()
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_reset(order, seed, kwargs)
-            self._forget(order)  # a failure reported earlier and not read yet is about the old episode
-            return self._run("reset", order, jobs)
+            self._flight.forget(order)  # a failure reported earlier and not read yet is about the old episode
+            return self._run(PoolCall.RESET, order, jobs)
 
     def step(
         self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None
@@ -628,15 +563,15 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             self._core.check_idle()
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
-            return self._run("step", order, jobs)
+            return self._run(PoolCall.STEP, order, jobs)
 
-    def _run(self, what: str, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
-        calls = self._encode(jobs)  # InvalidAction before anything is sent
+    def _run(self, what: PoolCall, order: list[int], jobs: list[Job]) -> list[StepResult[ObsT]]:
+        calls = self._flight.encode(jobs)  # InvalidAction before anything is sent
         self._last_errors = {}
         results: dict[int, StepResult[ObsT]] = {}
         errors: dict[int, OpenEnvError] = {}
@@ -649,14 +584,14 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
         with self._lock:
             self._core.claim(order, runnable)
         try:
-            self._fly(calls, results, errors)
-            if what == "reset":
-                self._retry_full(jobs, results, errors)
-            self._check_open()  # close() from another thread or task ended the call: say so, not what it broke
+            self._flight.fly(calls, results, errors)
+            if what.waits_for_capacity:
+                self._opening.retry_full(jobs, results, errors)
+            self._life.check_open()  # close() from another thread or task ended the call: say so, not what it broke
             self._last_errors = dict(errors)
-            self._settle_failures(what, order, results, errors)
+            self._opening.settle_failures(what, order, results, errors)
         except Exception:
-            self._check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
+            self._life.check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
             raise
         return [results[i] for i in order]
 
@@ -687,21 +622,21 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             order = self._core.ids(ids)
             self._core.check_free(order)
             jobs = self._core.plan_step(order, actions)
-            calls = self._encode(jobs)
+            calls = self._flight.encode(jobs)
             with self._lock:
                 self._core.claim(order, [job for job in jobs if job.kind is not JobKind.FAILED])
-            self._calls.update(calls)
+            self._flight.calls.update(calls)
             for job in jobs:
                 if job.kind is JobKind.FAILED:
-                    self._ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
+                    self._flight.ready.append(Completed(job.index, None, self._core.failed_error(job.index)))
             try:
-                self._ready.extend(self._pump(self._calls, {}))
+                self._flight.ready.extend(self._flight.pump(self._flight.calls, {}))
             except BaseException:
-                self._abandon_all()
+                self._flight.abandon_all()
                 raise
 
     def step_async(self, actions: Sequence[ActT | Mapping[str, Any]], ids: Sequence[int] | None = None) -> None:
@@ -751,17 +686,17 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             if min_results < 1:
                 raise ValueError(f"min_results must be at least 1, not {min_results}")
             poll = timeout == 0 and not isinstance(timeout, bool)
             deadline = Deadline(0.0 if poll else check_timeout("timeout", timeout))
-            done = self._collect(min_results, deadline)
-            self._check_open()  # close() from another thread or task ended the wait
+            done = self._flight.collect(min_results, deadline)
+            self._life.check_open()  # close() from another thread or task ended the wait
             self._last_errors = {c.index: c.error for c in done if c.error is not None}
             if self._core.on_failure != "replace":
                 return done
-            return self._replace_completed(done)
+            return self._opening.replace_completed(done)
 
     # -- replacing, resizing, checking out -----------------------------------------------------------
 
@@ -785,10 +720,10 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             index = self._core.index(index)
             self._core.check_free([index])
-            return self._replace(index)
+            return self._opening.replace(index)
 
     def resize(self, size: int) -> None:
         """Grow or shrink the pool to ``size`` sessions.
@@ -810,12 +745,12 @@ class EnvPool(PoolFlight, PoolOpening, Generic[ActT, ObsT, StateT]):
             EnvClosed: the pool is closed.
         """
         with self._guard:
-            self._check_open()
+            self._life.check_open()
             check_size(size)
-            if size < len(self._envs):
-                self._shrink(size)
+            if size < len(self._sessions.envs):
+                self._opening.shrink(size)
             else:
-                self._grow(size)
+                self._opening.grow(size)
 
     def checkout(self) -> PoolCheckout[ActT, ObsT, StateT]:
         """Take a free session's client out of the pool for exclusive use; it goes back at the end of the block.

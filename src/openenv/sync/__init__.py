@@ -45,6 +45,7 @@ from .._core.errors import UnknownMessageType as UnknownMessageType
 from .._core.options import ClientOptions as ClientOptions
 from .._core.pool import Completed as Completed
 from .._core.pool import PoolMetrics as PoolMetrics
+from .._core.pool import PoolOptions as PoolOptions
 from .._core.result import StepResult as StepResult
 from .._facade import finish as _finish
 from .._sync import CheckoutProvider as CheckoutProvider
@@ -119,6 +120,7 @@ __all__ = [
     "ParseError",
     "PoolError",
     "PoolMetrics",
+    "PoolOptions",
     "ProtocolError",
     "ServerError",
     "ServerValidationError",
