@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from openenv.sync import Env, InvalidURL
+from openenv.sync import Env, EnvPool, InvalidURL
 from openenv.server import EnvServer
 
 from ..env_packages import install_env_package
@@ -19,7 +21,7 @@ COUNTER_CLIENT = "from tests.envs import CounterClient as CounterEnv\n"
 
 
 @pytest.fixture
-def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A site folder holding ``openenv-counter-env`` (its client typed) and ``openenv-broken-env`` (no client)."""
     site = tmp_path / "site"
     site.mkdir()
@@ -28,7 +30,10 @@ def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     install_env_package(site, "openenv-broken-env", "broken_env")
     monkeypatch.syspath_prepend(str(site))
-    return site
+    yield site
+    for name, module in list(sys.modules.items()):  # a later test's package of the same name is imported afresh
+        if str(getattr(module, "__file__", None) or "").startswith(str(site)):
+            del sys.modules[name]
 
 
 @pytest.mark.parametrize("name", ["counter", "counter-env", "counter_env", "openenv-counter-env"])
@@ -101,3 +106,39 @@ def test_a_package_name_starts_its_image(packages: Path, docker_engine: Any) -> 
         assert env.provider is not None and getattr(env.provider, "image", None) == "openenv-test/echo:latest"
         env.reset()
         assert (env.step({"message": "by name"})).observation["echoed_message"] == "by name"
+
+
+ECHO_CLIENT = """\
+from openenv.server.echo import EchoAction, EchoObservation, EchoState
+from tests.envs import ReleasedEnvClient, ReleasedStepResult
+
+
+class EchoEnv(ReleasedEnvClient[EchoAction, EchoObservation, EchoState]):
+    def _step_payload(self, action):
+        return {"message": action.message}
+
+    def _parse_result(self, payload):
+        obs = payload.get("observation", {})
+        observation = EchoObservation(
+            echoed_message=obs.get("echoed_message", ""), message_length=obs.get("message_length", 0)
+        )
+        reward, done = payload.get("reward"), payload.get("done", False)
+        return ReleasedStepResult(observation=observation, reward=reward, done=done)
+
+    def _parse_state(self, payload):
+        return EchoState(episode_id=payload.get("episode_id"), step_count=payload.get("step_count", 0))
+"""
+
+
+def test_a_pool_of_a_package_by_name_runs_its_image_typed_with_its_client(
+    packages: Path, docker_engine: Any
+) -> None:
+    from openenv.server.echo import EchoAction, EchoObservation
+
+    manifest = "spec_version: 1\nname: echo_env\nimage: openenv-test/echo:latest\n"
+    install_env_package(packages, "openenv-echo-env", "echo_env", ECHO_CLIENT, manifest)
+    with EnvPool.from_env("echo-env", size=1, ready_timeout=120) as pool:
+        pool.reset()
+        (result,) = pool.step([EchoAction(message="pooled")])
+        assert isinstance(result.observation, EchoObservation)
+        assert result.observation.echoed_message == "pooled"
