@@ -277,7 +277,11 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         p50s.append(pct(lat, 0.5))
         cpus.append(r["cpu"] / len(lat))
         rates.append(len(lat) / r["wall"])
+    switches = {}
+    if rounds and "switches" in rounds[0]:  # the step sections: how often a wait blocked, per operation
+        switches = {"switches": statistics.median(r["switches"] / len(r["lat"]) for r in rounds)}
     return {
+        **switches,
         "p50": statistics.median(p50s),
         "p50_min": min(p50s),
         "p50_max": max(p50s),

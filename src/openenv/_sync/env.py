@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Env"]
 
-T = TypeVar("T")
 ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
