@@ -277,7 +277,11 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         p50s.append(pct(lat, 0.5))
         cpus.append(r["cpu"] / len(lat))
         rates.append(len(lat) / r["wall"])
+    switches = {}
+    if rounds and "switches" in rounds[0]:  # the step sections: how often a wait blocked, per operation
+        switches = {"switches": statistics.median(r["switches"] / len(r["lat"]) for r in rounds)}
     return {
+        **switches,
         "p50": statistics.median(p50s),
         "p50_min": min(p50s),
         "p50_max": max(p50s),
@@ -760,6 +764,15 @@ def _vs(v: dict[str, Any], base: dict[str, Any] | None) -> str:
     return f"{v['rate'] / base['rate']:.2f}×{spread}"
 
 
+def _round_spread(v: dict[str, Any], base: dict[str, Any], key: str) -> str:
+    """`` [min – max]`` of the per-round ratios of ``key`` (both measured in the same round),
+    so a ratio of medians can be told from noise; empty when the rounds are not recorded."""
+    pairs = [a / b for a, b in zip(v["by_round"][key], base["by_round"][key], strict=False) if b]
+    if v is base or not pairs:
+        return ""
+    return f" [{min(pairs):.2f} – {max(pairs):.2f}]"
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta, res = results["meta"], results["sections"]
     lines = [
@@ -788,15 +801,15 @@ def markdown(results: dict[str, Any]) -> str:
                 "",
                 unit_note,
                 "",
-                "| contender | p50 | p99 | p50 range over rounds | vs floor p50 | client CPU/op "
-                "| vs floor CPU | ops/s |",
+                "| contender | p50 | p99 | p50 range over rounds | vs floor p50 [per-round min – max] "
+                "| client CPU/op | vs floor CPU [per-round min – max] | ops/s |",
                 "|---|---|---|---|---|---|---|---|",
             ]
         )
         for k, s in sec.items():
             b = base[k]
-            vs = f"{s['p50'] / b['p50']:.2f}×" if b else "–"
-            vc = f"{s['cpu'] / b['cpu']:.2f}×" if b else "–"
+            vs = f"{s['p50'] / b['p50']:.2f}×{_round_spread(s, b, 'p50')}" if b else "–"
+            vc = f"{s['cpu'] / b['cpu']:.2f}×{_round_spread(s, b, 'cpu')}" if b else "–"
             lines.append(
                 f"| {LABELS.get(k, k)} | {us(s['p50'])} | {us(s['p99'])} | {us(s['p50_min'])} – "
                 f"{us(s['p50_max'])} | {vs} | {us(s['cpu'])} | {vc} | {s['rate']:,.1f} |"

@@ -31,6 +31,7 @@ import asyncio
 import gc
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -53,6 +54,11 @@ LABEL_PID = "org.openenv.pid"  # our containers' owner label (src/openenv/_core/
 
 _now = time.perf_counter_ns
 _cpu = time.process_time
+
+
+def _switches() -> int:
+    """This process's voluntary context switches so far (a wait that blocked: a reply not there yet)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
 
 def ws_url(url: str) -> str:
@@ -105,13 +111,14 @@ class SyncContender:
         lat: list[int] = []
         append = lat.append
         gc.collect()
+        s0 = _switches()
         c0, w0 = _cpu(), _now()
         for _ in range(n):
             t = _now()
             step(s, action)
             append(_now() - t)
         w1, c1 = _now(), _cpu()
-        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
+        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9, "switches": _switches() - s0}
 
     def close_session(self) -> dict[str, Any]:
         if self.session is not None:
@@ -440,13 +447,14 @@ class AsyncContender:
         lat: list[int] = []
         append = lat.append
         gc.collect()
+        s0 = _switches()
         c0, w0 = _cpu(), _now()
         for _ in range(n):
             t = _now()
             await step(s, action)
             append(_now() - t)
         w1, c1 = _now(), _cpu()
-        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9}
+        return {"lat": lat, "cpu": c1 - c0, "wall": (w1 - w0) / 1e9, "switches": _switches() - s0}
 
     async def close_session(self) -> dict[str, Any]:
         if self.session is not None:

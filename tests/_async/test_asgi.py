@@ -23,7 +23,6 @@ async def test_production_mode_tools_against_the_asgi_server(asgi_server_factory
     server = asgi_server_factory(ToolsDemoEnvironment, max_sessions=1)
     async with Env(server.url, mode="production") as env:
         await env.reset()
-        assert env._mcp.attach is True and env._mcp.owned is True  # POST /mcp session + /ws?session_id=
         tools = await env.list_tools()
         assert sorted(t.name for t in tools) == ["add", "fail", "greet"]
         assert (await env.get_tool("add")).input_schema["required"] == ["a", "b"]

@@ -139,6 +139,6 @@ async def test_a_pool_of_a_package_by_name_runs_its_image_typed_with_its_client(
     install_env_package(packages, "openenv-echo-env", "echo_env", ECHO_CLIENT, manifest)
     async with await EnvPool.from_env("echo-env", size=1, ready_timeout=120) as pool:
         await pool.reset()
-        (result,) = await pool.step([EchoAction(message="pooled")])
+        (result,) = await pool.step([EchoAction(message="pooled")])  # type: ignore[list-item]  # typed at runtime
         assert isinstance(result.observation, EchoObservation)
         assert result.observation.echoed_message == "pooled"

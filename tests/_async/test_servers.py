@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from openenv._blocking import process_registry
 from openenv.aio import CapacityReached, ConnectError, Env, EnvPool, PoolError, SessionLost, environment_factory
 
 from ..envs import BOOT, IN_TIME
@@ -47,8 +48,10 @@ def _group(pgid: int) -> list[int]:
     return found
 
 
-def _pids(providers: list[Any]) -> set[int]:
-    return {provider._child.pid for provider in providers if provider is not None and provider._child is not None}
+def _let_go(pid: int) -> bool:
+    """Whether server ``pid`` is gone and no provider holds it any more: reaped (not even a zombie of
+    this process) and out of the registry ``python -m openenv prune`` reads (its lease released)."""
+    return not os.path.exists(f"/proc/{pid}") and all(r.pid != pid for r in process_registry.list_records())
 
 
 async def test_environment_factory_starts_a_server_per_session_of_a_one_session_checkout(
@@ -282,9 +285,8 @@ async def test_every_instance_on_a_server_that_died_gets_a_new_one(
         a, b = cls(), cls()
         await a.reset()
         await b.reset()
-        servers = cls._openenv.servers
-        assert len(servers.servers) == 1  # both sessions on the one server
-        pid = a._server.root.provider._child.pid  # type: ignore[union-attr]
+        (pid,) = servers_in(checkout)
+        assert await _served_by([a, b]) == {pid}  # both sessions on the one server
         os.kill(pid, signal.SIGKILL)
         for instance in (a, b):
             with pytest.raises(SessionLost, match=r"(?s)instance died.*next reset\(\) starts a new server.*code -9"):
@@ -293,7 +295,8 @@ async def test_every_instance_on_a_server_that_died_gets_a_new_one(
         assert "m1" in (await b.step(message="m1"))
         assert "ready" in (await a.reset() or "")
         assert "m2" in (await a.step(message="m2"))
-        assert not alive(pid) and len(servers.servers) == 1
+        (new,) = servers_in(checkout)  # one new server, for both: max_sessions=2 holds them
+        assert new != pid and not alive(pid) and await _served_by([a, b]) == {new}
     finally:
         await cls.close()
 
@@ -306,29 +309,30 @@ async def test_environment_factory_replaces_a_server_that_died(tmp_path: Path, m
         a, b = cls(), cls()
         await a.reset()
         await b.reset()
-        servers = cls._openenv.servers
-        assert len(servers.servers) == 2
-        dead: Any = a._server.root.provider  # type: ignore[union-attr]
-        pid = dead._child.pid
+        servers = servers_in(checkout)
+        assert len(servers) == 2
+        (pid,) = await _served_by([a])
+        (kept,) = servers - {pid}
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(
             SessionLost, match=r"(?s)the server of this \w+ instance died.*next reset\(\) starts a new server.*code -9"
         ):
             await a.step(message="lost")
-        assert not alive(pid) and dead._child is None and dead._lease is None  # reaped, its lease released
+        assert _let_go(pid)  # reaped, its lease released
         await until(lambda: not _group(pid))  # nothing left of its process group (the lifeline's watcher)
-        assert len(servers.servers) == 1  # its slot is free: the next reset may start one
+        assert servers_in(checkout) == {kept}
         assert "m1" in (await b.step(message="m1"))  # the other instance never noticed
-        assert "ready" in (await a.reset() or "")  # a new server, within max_servers=2
+        assert "ready" in (await a.reset() or "")  # a new server, within max_servers=2 (its slot was freed)
         assert "m2" in (await a.step(message="m2"))
-        assert len(servers.servers) == 2 and a._server.root.provider is not dead  # type: ignore[union-attr]
+        (new,) = servers_in(checkout) - {kept}
+        assert new != pid and await _served_by([a]) == {new}
         # a new instance whose placement meets a dead server is moved too: kill b's, then reset c
         c = cls()
-        other: Any = b._server.root.provider  # type: ignore[union-attr]
-        os.kill(other._child.pid, signal.SIGKILL)
+        os.kill(kept, signal.SIGKILL)
         await b.close()  # b's slot is free, so c goes to b's dead server first
         assert "ready" in (await c.reset() or "")
-        assert len(servers.servers) == 2
+        (moved,) = await _served_by([c])
+        assert moved not in (kept, new) and servers_in(checkout) == {new, moved}
     finally:
         await cls.close()
 
@@ -339,9 +343,9 @@ async def test_a_pool_says_replace_when_a_server_it_started_died(
     # issue 32: reset() would only reach the dead address again; replace(i) starts a new server
     checkout = _checkout(tmp_path, monkeypatch)
     async with await EnvPool.from_env(checkout, size=2, ready_timeout=60) as pool:
-        await pool.reset()
-        dead: Any = pool.providers[0]
-        os.kill(dead._child.pid, signal.SIGKILL)
+        first = await pool.reset()
+        dead = pool.providers[0]
+        os.kill(first[0].observation["server_pid"], signal.SIGKILL)
         with pytest.raises(PoolError) as info:
             await pool.step([{"message": "a"}, {"message": "b"}])
         error = info.value.errors[0]
@@ -359,10 +363,11 @@ async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
     app = Path(checkout) / "server" / "app.py"
     app.write_text(app.read_text().replace("max_sessions=1", "max_sessions=2"))
     async with await EnvPool.from_env(checkout, size=2, max_servers=1, ready_timeout=BOOT) as pool:
-        await pool.reset()
-        dead: Any = pool.providers[0]
-        pid = dead._child.pid
-        assert [p is dead for p in pool.providers] == [True, True]  # one server for both sessions
+        first = await pool.reset()
+        dead = pool.providers[0]
+        pid = first[0].observation["server_pid"]
+        assert {r.observation["server_pid"] for r in first} == {pid}  # one server for both sessions
+        assert [p is dead for p in pool.providers] == [True, True]
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(PoolError) as info:
             await pool.step([{"message": "a"}, {"message": "b"}])
@@ -372,8 +377,9 @@ async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
         assert "ready" in str((await pool.replace(1)).observation)
         assert [p is dead for p in pool.providers] == [False, False]
         assert pool.providers[0] is pool.providers[1]  # max_servers=1 holds: both moved to the one new server
-        assert dead._child is None  # the dead one was stopped (reaped) once no session named it
-        assert len(await pool.step([{"message": "c"}, {"message": "d"}])) == 2
+        assert _let_go(pid)  # the dead one was stopped (reaped, its lease released) once no session named it
+        after = await pool.step([{"message": "c"}, {"message": "d"}])
+        assert len({r.observation["server_pid"] for r in after} - {pid}) == 1
 
 
 async def test_a_client_whose_own_server_died_says_reset_cannot_help(
@@ -381,9 +387,8 @@ async def test_a_client_whose_own_server_died_says_reset_cannot_help(
 ) -> None:
     checkout = _checkout(tmp_path, monkeypatch)
     async with await Env.from_env(checkout, ready_timeout=60) as env:
-        await env.reset()
-        provider: Any = env.provider
-        os.kill(provider._child.pid, signal.SIGKILL)
+        first = await env.reset()
+        os.kill(first.observation["server_pid"], signal.SIGKILL)
         with pytest.raises(SessionLost, match=r"(?s)server this client started died.*reset\(\) cannot bring it back"):
             await env.step({"message": "lost"})
         with pytest.raises(ConnectError, match=r"(?s)reset\(\) cannot bring it back.*code -9"):

@@ -16,6 +16,7 @@ from openenv.sync import (
     InvalidActionType,
     Observation,
     ServerValidationError,
+    SessionLost,
     Tool,
     ToolError,
     ToolNotFound,
@@ -105,6 +106,8 @@ def test_a_failed_tool_call_of_the_demo_scores_zero(tools_server: Any) -> None:
 
 def test_call_tool_sends_the_step_action(script_server: Callable[..., Any]) -> None:
     def reply(frame: str) -> str:
+        if json.loads(frame)["data"].get("drop"):
+            raise ConnectionAbortedError("the script ends: the server closes the connection without a reply")
         observation = {"tool_name": "add", "result": {"data": 3, "content": [], "is_error": False}, "error": None}
         return json.dumps({"type": "observation", "data": {"observation": observation, "reward": 0.5, "done": True}})
 
@@ -116,10 +119,16 @@ def test_call_tool_sends_the_step_action(script_server: Callable[..., Any]) -> N
             "type": "step",
             "data": {"type": "call_tool", "tool_name": "add", "arguments": {"a": 1, "b": 2}},
         }
-        assert env._session.episode  # a step: the episode is in progress for the session bookkeeping
         with pytest.raises(InvalidActionType):  # not JSON: refused before sending
             env.call_tool("add", a={1, 2})
         assert len(server.received) == 1
+        # a step: the episode is in progress, so the connection lost now loses it, and the next step
+        # says so rather than reconnecting (as it would before any episode)
+        with pytest.raises(SessionLost):
+            env.step({"drop": True})
+        with pytest.raises(SessionLost, match=r"reset\(\)"):
+            env.step({"message": "again"})
+        assert len(server.received) == 2  # the last step was never sent
 
 
 def test_list_tools_is_cached_per_client(script_server: Callable[..., Any]) -> None:

@@ -26,7 +26,7 @@ from openenv.sync import ConnectError, EnvPool, environment_factory
 
 from ..envs import BOOT, PenaltyToolsEnv
 from ..helpers_sync import until
-from ..leaks import alive
+from ..leaks import alive, servers_in
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
 SPAWN = multiprocessing.get_context("spawn")
@@ -109,8 +109,7 @@ def _start_a_server_and_wait(factory: Any, conn: Connection) -> None:
     try:
         env = factory()
         text = env.reset()
-        servers = factory._openenv.servers.servers
-        pid = servers[0].root.provider._child.pid
+        pid = (env.env.step({"message": "whose?"})).observation["server_pid"]  # solo_echo says
         conn.send({"text": text, "server_pid": pid, "base_url": factory.base_url})
         conn.recv()  # until the parent says, or kills this process
         factory.close()
@@ -129,7 +128,7 @@ def test_a_class_that_starts_its_servers_starts_its_own_in_the_child(
     monkeypatch.setenv("PATH", str(tmp_path / "no-uv-here"))  # the current interpreter runs it (the child too)
     cls = environment_factory(str(checkout), ready_timeout=BOOT, capacity_timeout=BOOT)
     try:
-        ours = cls._openenv.servers.servers[0].root.provider._child.pid  # type: ignore[union-attr]
+        (ours,) = servers_in(checkout)  # the server the class started to learn the schema
         child, conn = _spawn(_start_a_server_and_wait, cls)
         try:
             seen = _recv(conn, child)

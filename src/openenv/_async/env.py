@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Env"]
 
-T = TypeVar("T")
 ActT = TypeVar("ActT", default=dict[str, Any])
 ObsT = TypeVar("ObsT", default=dict[str, Any])
 StateT = TypeVar("StateT", default=dict[str, Any])
@@ -549,18 +548,12 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
 
     # -- the protocol ----------------------------------------------------------
 
-    async def _request(self, request: Request[T]) -> T:
-        # a failed connection to a server this client started: say so when it died, since reset() cannot help
-        try:
-            return await super()._request(request)
-        except (ConnectError, SessionLost) as exc:
-            gone = await self._server_gone(exc)
-            if gone is None:
-                raise
-            raise gone from exc
-
     async def _server_gone(self, exc: ConnectError | SessionLost) -> OpenEnvError | None:
-        """The error to raise instead of ``exc`` when the server this client started has died, else ``None``."""
+        """The error to raise instead of ``exc`` when the server this client started has died, else ``None``.
+
+        (``_request()`` asks: a failed connection to a server this client started says so when it died,
+        since ``reset()`` cannot help.)
+        """
         if self._provider is None or isinstance(exc, EnvTimeout):  # a timeout: slow, not dead (a death drops it)
             return None
         reason = await death_of(self._provider)

@@ -44,39 +44,52 @@ class RequestKind(enum.Enum):
     #: an MCP action (``call_tool``/``list_tools``) sent as a step: a real step
     TOOL_STEP = "tool_step"
 
+    # The members are compared through the module's own names (_RESET, ...), set below the
+    # class: ``RequestKind.RESET`` goes through the enum metaclass, several times slower, and
+    # ``reply``/``in_episode`` are read on every request (bench/README.md, the step section).
+
     @property
     def label(self) -> str:
         """How messages name the request (a tool step is a step)."""
-        return "step" if self is RequestKind.TOOL_STEP else self.value
+        return "step" if self is _TOOL_STEP else self.value
 
     @property
     def reply(self) -> str:
         """The reply frame type it expects."""
-        if self is RequestKind.STATE:
+        if self is _STATE:
             return frames.STATE
-        if self is RequestKind.MCP:
+        if self is _MCP:
             return frames.MCP
         return frames.OBSERVATION
 
     @property
     def starts_episode(self) -> bool:
         """Whether it starts a new episode (so it may reconnect after a lost session)."""
-        return self is RequestKind.RESET
+        return self is _RESET
 
     @property
     def in_episode(self) -> bool:
         """Whether an episode is in progress once it succeeded."""
-        return self in (RequestKind.RESET, RequestKind.STEP, RequestKind.TOOL_STEP)
+        return self is _STEP or self is _RESET or self is _TOOL_STEP
 
     @property
     def is_step(self) -> bool:
         """Whether it is a step (a plain action or an MCP action)."""
-        return self in (RequestKind.STEP, RequestKind.TOOL_STEP)
+        return self is _STEP or self is _TOOL_STEP
 
     @property
     def idempotent(self) -> bool:
         """Whether sending it twice does no harm (a reset starts afresh; state only reads)."""
-        return self in (RequestKind.RESET, RequestKind.STATE)
+        return self is _RESET or self is _STATE
+
+
+_RESET, _STEP, _STATE, _MCP, _TOOL_STEP = (
+    RequestKind.RESET,
+    RequestKind.STEP,
+    RequestKind.STATE,
+    RequestKind.MCP,
+    RequestKind.TOOL_STEP,
+)
 
 
 T = TypeVar("T")
@@ -103,11 +116,11 @@ class Request(Generic[T]):
     __slots__ = ("kind", "frame", "parse")
 
     def __init__(self, kind: RequestKind, data: Mapping[str, Any] | None, parse: Callable[[dict[str, Any]], T]) -> None:
-        if kind is RequestKind.STEP or kind is RequestKind.TOOL_STEP:
+        if kind is _STEP or kind is _TOOL_STEP:
             frame = frames.encode_step(data)  # type: ignore[arg-type]  # encode_step refuses what is not a dict
-        elif kind is RequestKind.RESET:
+        elif kind is _RESET:
             frame = frames.encode_reset(data or {})
-        elif kind is RequestKind.STATE:
+        elif kind is _STATE:
             frame = frames.STATE_FRAME
         else:
             frame = frames.encode_mcp(data or {})
@@ -117,7 +130,7 @@ class Request(Generic[T]):
         return f"Request({self.kind.name}, {self.frame!r})"
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """One try of a request: what the session looked like when it was sent."""
 
@@ -170,7 +183,7 @@ class Session:
 
     def attempt(self, kind: RequestKind, number: int, *, reused: bool) -> Attempt:
         """Record the start of a try, once the connection is there."""
-        return Attempt(kind, number, reused=reused, had_episode=self.episode)
+        return Attempt(kind, number, reused, self.episode)
 
     # -- events from the IO layer ------------------------------------------------
 
