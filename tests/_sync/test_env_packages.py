@@ -130,6 +130,7 @@ class EchoEnv(ReleasedEnvClient[EchoAction, EchoObservation, EchoState]):
 """
 
 
+@pytest.mark.docker
 def test_a_pool_of_a_package_by_name_runs_its_image_typed_with_its_client(
     packages: Path, docker_engine: Any
 ) -> None:
