@@ -501,3 +501,19 @@ def test_taking_sessions_is_atomic_across_threads() -> None:
     with pytest.raises(SessionBusy, match="checked out"):
         pool.step([{}, {}])  # refused before anything is sent (nothing listens on port 9)
     pool.close()
+
+
+def test_the_readers_close_race_is_not_logged_as_an_internal_error(caplog: pytest.LogCaptureFixture) -> None:
+    """websockets 15/16's reader thread logs "unexpected internal error" (EOFError: stream ended) when a connection
+    closed from another thread (an abandoned call, Ctrl-C) still had bytes to feed: dropped; other errors pass."""
+    from openenv._adapters import ws_logger
+
+    logger = ws_logger()  # what our connections log through (``logger=`` of websockets' connect)
+    caplog.set_level(logging.ERROR, logger=logger.name)
+    for exc in (EOFError("stream ended"), EOFError("other"), RuntimeError("stream ended")):
+        try:
+            raise exc
+        except Exception:
+            logger.error("unexpected internal error", exc_info=True)  # as websockets' recv_events does
+    logged = [r.exc_info[1] for r in caplog.records if r.name == logger.name and r.exc_info]
+    assert [repr(e) for e in logged] == ["EOFError('other')", "RuntimeError('stream ended')"]

@@ -25,7 +25,7 @@ from ._core.errors import (
     error_from_frame,
 )
 from ._core.frames import describe_close
-from ._core.options import WS_LOGGER, ClientOptions, RedactHeaders, redact_logger, tls_hint
+from ._core.options import WS_LOGGER, ClientOptions, DropCloseRace, RedactHeaders, redact_logger, tls_hint
 from ._core.urls import Endpoints, redact_url, scrub
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ def ws_logger() -> logging.Logger:
     """The logger of our WebSocket connections, with its credential filter installed (once)."""
     if not any(isinstance(f, RedactHeaders) for f in WS_LOGGER.filters):
         WS_LOGGER.addFilter(RedactHeaders())
+    if not any(isinstance(f, DropCloseRace) for f in WS_LOGGER.filters):
+        WS_LOGGER.addFilter(DropCloseRace())
     return WS_LOGGER
 
 

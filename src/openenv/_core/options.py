@@ -88,6 +88,24 @@ class RedactHeaders(logging.Filter):
         return True
 
 
+class DropCloseRace(logging.Filter):
+    """Drop websockets' (< 17) "unexpected internal error" for data read just as the connection was closed.
+
+    ``close_socket()`` from another thread (a call abandoned: Ctrl-C, a timeout)
+    ends the protocol's stream while the reader thread may already hold bytes it
+    read a moment before; feeding them raises ``EOFError("stream ended")``, which
+    websockets 15 and 16 log at ERROR with a traceback (printed by Python's
+    last-resort handler when logging is not configured).  Nothing is lost: the
+    connection is closed on purpose.  Every other record passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (
+            record.msg == "unexpected internal error" and isinstance(exc, EOFError) and str(exc) == "stream ended"
+        )
+
+
 #: websockets' header lines (client and server, both directions).
 _HEADER_LINES = frozenset({"> %s: %s", "< %s: %s"})
 
