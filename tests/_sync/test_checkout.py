@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ from openenv.sync import CheckoutNotRunnable, Env
 
 ENVS = Path(__file__).resolve().parent.parent / "openenv_envs"
 CHECKOUT = ENVS / "checkout_echo"
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (a stopped server is also reaped: no zombie stays)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _copy(tmp_path: Path, name: str = "checkout_echo", as_name: str | None = None) -> Path:
@@ -57,9 +67,10 @@ def test_a_checkout_runs_with_its_own_venv(tmp_path: Path) -> None:
         result = env.step({"message": "hello"})
         assert result.observation["echoed_message"] == "HELLO"
         assert result.reward == pytest.approx(0.5)
-        child = provider._child
-        assert child is not None and child.exit_code() is None
-    assert child.exit_code() is not None
+        pid = provider.pid
+        assert pid is not None and _running(pid)
+    assert provider.pid is None
+    assert not _running(pid)  # stopped and reaped on close
 
 
 @pytest.mark.interop
@@ -71,12 +82,12 @@ def test_a_pool_runs_one_process_per_session_from_a_checkout(tmp_path: Path) -> 
     checkout = _copy(tmp_path)
     (checkout / ".venv").symlink_to(released, target_is_directory=True)
     with EnvPool.from_env(str(checkout), size=3, ready_timeout=120) as pool:
-        children = [provider._child for provider in pool.providers]  # type: ignore[union-attr]
-        assert len({child.pid for child in children if child is not None}) == 3  # three servers
+        pids = [provider.pid for provider in pool.providers]  # type: ignore[union-attr]
+        assert len(set(pids)) == 3 and all(pid is not None and _running(pid) for pid in pids)  # three servers
         pool.reset()
         results = pool.step([{"message": f"s{i}"} for i in range(3)])
         assert [r.observation["echoed_message"] for r in results] == ["S0", "S1", "S2"]
-    assert all(child is not None and child.exit_code() is not None for child in children)
+    assert not any(_running(pid) for pid in pids if pid is not None)
 
 
 @pytest.mark.parametrize("name", ["solo_echo", "solo-checkout"])

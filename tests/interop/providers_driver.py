@@ -37,7 +37,7 @@ def uv_part() -> None:
         out["uv_url"] = env.base_url
         out["uv_cwd"] = provider.cwd
         out["uv_env"] = provider.env.get("ECHO_PREFIX")
-        pid = provider._child.pid
+        pid = provider.pid
         out["uv_registered"] = any(r.pid == pid for r in process_registry.list_records())
         env.reset()
         out["uv_step"] = env.step({"message": "hi"}).observation

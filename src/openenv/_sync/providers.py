@@ -378,6 +378,16 @@ class ProcessProvider(ServerProvider):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.command[0]!r} port={self.port}>"
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's PID from ``start`` until ``stop``; ``None`` before and after.
+
+        The process leads its own process group (``stop`` ends the group), so
+        ``os.killpg(provider.pid, signal.SIGTERM)`` reaches what it started too.
+        """
+        child = self._child
+        return child.pid if child is not None else None
+
     @classmethod
     def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> ProcessProvider:
         """A provider serving ``module:Factory`` in a ``python -m openenv serve`` child process.
