@@ -34,14 +34,13 @@ from typing import Any, TypeVar, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
 from websockets.http11 import Request
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
 from ._refusal import Refusal
-from ._settings import PendingGate, ServerSettings
+from ._settings import STOP_CLOSE, PendingGate, ServerSettings, idle_close
 from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
 from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
 from .protocol import EnvProtocol, Session, runs_on_loop
@@ -130,9 +129,8 @@ def _idle_watch(connection: ServerConnection, idle: float) -> IdleTimer:
     """The connection's idle timer: closes it (``1001``) when its client sent nothing for ``idle`` seconds."""
 
     def close() -> None:
-        logger.info("closing a session idle for %g s", idle)
-        reason = f"idle timeout: no message for {idle:g} s"
-        asyncio.get_running_loop().create_task(connection.close(CloseCode.GOING_AWAY, reason))
+        code, reason = idle_close(idle)
+        asyncio.get_running_loop().create_task(connection.close(code, reason))
 
     return IdleTimer(idle, close)
 
@@ -231,7 +229,7 @@ class AsyncioTransport:
         await self._shutdown(server)
 
     async def _shutdown(self, server: Server) -> None:
-        code, reason = CloseCode.SERVICE_RESTART, "server stopping"
+        code, reason = STOP_CLOSE
         # websockets 15's Server.close cannot send 1012 (16+ can): close the connections ourselves on all
         server.close(close_connections=False)
         closers = []

@@ -31,6 +31,8 @@ __all__ = [
     "check_count",
     "check_transport",
     "check_ssl",
+    "idle_close",
+    "STOP_CLOSE",
     "raise_keyboard_interrupt",
 ]
 
@@ -62,6 +64,20 @@ TRANSPORTS: tuple[Transport, ...] = ("asyncio", "threads")
 
 
 # ------------------------------------------------------------------ checks
+
+
+#: How every transport's ``stop()`` closes the open sessions: 1012 (service restart), a reason to reconnect.
+STOP_CLOSE: tuple[int, str] = (1012, "server stopping")
+
+
+def idle_close(idle: float) -> tuple[int, str]:
+    """How every transport closes a session whose client sent nothing for ``idle`` seconds: code and reason.
+
+    ``1001`` (going away), so a client knows the server ended it and why;
+    logged at INFO as the close is sent.
+    """
+    logger.info("closing a session idle for %g s", idle)
+    return 1001, f"idle timeout: no message for {idle:g} s"
 
 
 def check_seconds(what: str, value: object) -> float | None:

@@ -25,14 +25,13 @@ import threading
 from typing import Any
 
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
 from websockets.protocol import CONNECTING, OPEN
 from websockets.server import ServerProtocol
 from websockets.sync.server import Server, ServerConnection
 from websockets.sync.server import serve as _ws_serve
 
 from ._refusal import refuse_socket
-from ._settings import PendingGate, ServerSettings
+from ._settings import STOP_CLOSE, PendingGate, ServerSettings, idle_close
 from ._wscompat import SYNC_SHUTDOWN_CLOSES, drop, install_request_parser, read_after_fail, server_logger
 from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
 from .protocol import EnvProtocol, Session
@@ -85,14 +84,14 @@ class ThreadsTransport:
         if server is None:
             return
         if SYNC_SHUTDOWN_CLOSES:
-            server.shutdown(close_connections=True, code=CloseCode.SERVICE_RESTART, reason="server stopping")
+            server.shutdown(close_connections=True, code=STOP_CLOSE[0], reason=STOP_CLOSE[1])
             if thread is not None:
                 thread.join()
         else:
             server.shutdown()  # websockets < 17: only stops accepting
             if thread is not None:
                 thread.join()  # serve_forever has returned: no new connection threads from here on
-            self._close_connections(CloseCode.SERVICE_RESTART, "server stopping")
+            self._close_connections(*STOP_CLOSE)
 
     # ------------------------------------------------------- bookkeeping
 
@@ -103,7 +102,7 @@ class ThreadsTransport:
                 del self._connections[done]
             self._connections[threading.current_thread()] = connection
 
-    def _close_connections(self, code: CloseCode, reason: str) -> None:
+    def _close_connections(self, code: int, reason: str) -> None:
         """Close every connection and wait for its thread, as websockets 17's ``shutdown`` does.
 
         Open sessions get the closing handshake with ``code``; connections
@@ -157,8 +156,7 @@ class ThreadsTransport:
             except ConnectionClosed:
                 return
             except TimeoutError:
-                logger.info("closing a session idle for %g s", idle)
-                connection.close(CloseCode.GOING_AWAY, f"idle timeout: no message for {idle:g} s")
+                connection.close(*idle_close(idle))  # type: ignore[arg-type]  # idle is not None here
                 return
             reply, keep_open = session.run(lambda raw=raw: session.handle(raw))  # type: ignore[misc]
             if reply is not None and not _send(connection, reply):

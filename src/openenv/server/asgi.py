@@ -104,6 +104,7 @@ from ._settings import (
     DEFAULT_MAX_PENDING,
     check_count,
     check_seconds,
+    idle_close,
     raise_keyboard_interrupt,
 )
 from .protocol import EnvFactory, EnvProtocol, Session, runs_on_loop
@@ -414,9 +415,9 @@ async def _loop(receive: Receive, send: Send, session: Session, idle: float | No
                     raise
                 if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours
                     task.uncancel()
-                reason = f"idle timeout: no message for {idle:g} s"
+                code, reason = idle_close(idle)  # type: ignore[arg-type]  # the timer runs only with an idle
                 with contextlib.suppress(OSError, RuntimeError):
-                    await send({"type": "websocket.close", "code": 1001, "reason": reason})
+                    await send({"type": "websocket.close", "code": code, "reason": reason})
                 return
             if watch is not None:
                 watch.active()
