@@ -11,7 +11,7 @@ import pytest
 
 from openenv.aio import Env, SessionLost
 
-from .envs import IN_TIME, TOO_LATE, CounterEnv
+from .envs import IN_TIME, TOO_LATE, CounterEnv, CounterObservation
 from .helpers_async import until
 from .leaks import alive, servers_in
 
@@ -244,3 +244,54 @@ async def test_cancelling_at_each_blocking_call_leaves_nothing_running(point: st
     await until(lambda: not upstream.running and "stop" in upstream.calls)
     assert upstream.calls.count("stop") == 1
     assert isinstance(env.provider if point == "stop" else OpenEnvProvider, (OpenEnvProvider, type))
+
+
+#: Set by the event loop while ``Env.from_env`` names a package: its client's import waits for it.
+LOOP_FREE = threading.Event()
+#: What the gated client's import saw: whether the loop set ``LOOP_FREE``, and the thread it ran in.
+IMPORT_SEEN: dict[str, Any] = {}
+
+GATED_CLIENT = """\
+import threading
+
+from tests import test_async_only as here
+
+here.IMPORT_SEEN["loop_ran"] = here.LOOP_FREE.wait(here.IN_TIME)
+here.IMPORT_SEEN["thread"] = threading.current_thread()
+
+from tests.envs import CounterClient as GatedEnv
+"""
+
+
+async def test_naming_a_package_does_not_hold_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter_server: Any
+) -> None:
+    """A bare name reads every installed distribution and imports the package's client (``openenv.core``: seconds).
+
+    The client's import here waits for the loop to run a task: on the loop it would wait in vain.
+    """
+    import sys
+
+    from .env_packages import install_env_package
+
+    site = tmp_path / "site"
+    site.mkdir()
+    install_env_package(site, "openenv-gated-env", "gated_env", GATED_CLIENT, "spec_version: 1\nname: gated_env\n")
+    monkeypatch.syspath_prepend(str(site))
+    LOOP_FREE.clear()
+    IMPORT_SEEN.clear()
+
+    async def free() -> None:
+        LOOP_FREE.set()
+
+    setter = asyncio.ensure_future(free())  # runs as soon as from_env lets the loop go on
+    try:
+        async with await Env.from_env("gated", base_url=counter_server.url) as env:
+            assert isinstance((await env.reset()).observation, CounterObservation)  # typed with the package's client
+    finally:
+        await setter
+        for name in [n for n in sys.modules if n == "gated_env" or n.startswith("gated_env.")]:
+            del sys.modules[name]
+    assert IMPORT_SEEN["loop_ran"] is True
+    assert IMPORT_SEEN["thread"] is not threading.main_thread()
+

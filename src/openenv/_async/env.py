@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import Self, TypeVar, Unpack
 
-from .._blocking.sources import classify_source, hosted_headers
+from .._blocking.sources import hosted_headers
 from .._core import mcp
 from .._core.codec import Codec, as_codec
 from .._core.errors import ConnectError, EnvTimeout, OpenEnvError, SessionLost
@@ -30,10 +30,10 @@ from .._core.session import Request, RequestKind, Session
 from .._core.urls import Endpoints, parse_base_url, redact_url
 from .bootstrap import start_providers
 from .connection import _Connection
-from .foreign import adopt_provider, provider_image, provider_target
+from .foreign import adopt_provider, provider_image
 from .liveness import death_of
 from .providers import DockerProvider, Provider
-from .resolve import checkout_provider, package_codec, schema_codec
+from .resolve import checkout_provider, locate, locate_for_provider, schema_codec
 from .tools import _Tools
 
 if TYPE_CHECKING:
@@ -506,13 +506,12 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             )
         if base_url is not None:  # a running server: ``source`` only types the client
             running = parse_base_url(base_url).base_url
-            typed = package_codec(codec, classify_source(source, use_docker=use_docker, tag=tag, registry=registry))
+            _, typed = await locate(source, codec, use_docker=use_docker, tag=tag, registry=registry)
             options["headers"] = hosted_headers(running, options.get("headers"))
             resolved = await schema_codec(typed, running, options)
             return await cls(running, codec=resolved, **options)._connect_or_close()
         if provider is None:
-            where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
-            codec = package_codec(codec, where)
+            where, codec = await locate(source, codec, use_docker=use_docker, tag=tag, registry=registry)
             if where.kind == "url":
                 options["headers"] = hosted_headers(where.target, options.get("headers"))
                 resolved = await schema_codec(codec, where.target, options)
@@ -522,8 +521,8 @@ class Env(_Tools, _Connection, Generic[ActT, ObsT, StateT]):
             else:
                 provider = checkout_provider(where.target, command, env_vars, port, install)
         else:
-            codec = package_codec(codec, provider_target(source))  # a package's name: still its own client
-            provider = adopt_provider(provider, image=provider_image(source), env_vars=env_vars, port=port)
+            named, codec = await locate_for_provider(source, codec)  # a package's name: still its own client
+            provider = adopt_provider(provider, image=provider_image(source, named), env_vars=env_vars, port=port)
         return await cls.from_provider(provider, codec=codec, ready_timeout=ready_timeout, **options)
 
     @classmethod

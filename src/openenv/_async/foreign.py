@@ -25,8 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._blocking import external as _external
-from .._blocking.sources import classify_source
-from .._core.errors import CheckoutNotRunnable, InvalidURL, ProviderError, ReadinessTimeout
+from .._core.errors import CheckoutNotRunnable, ProviderError, ReadinessTimeout
 from .._core.options import check_timeout
 from .._core.targets import Target
 from .._core.urls import hide_url, parse_base_url, scrub, unhide_url, url_secrets
@@ -34,7 +33,7 @@ from .._shim_async import run_blocking, run_cleanup
 from .providers import DockerProvider, Provider
 from .resolve import checkout_provider
 
-__all__ = ["OpenEnvProvider", "adopt_provider", "adopt_factory", "provider_kind", "provider_image", "provider_target"]
+__all__ = ["OpenEnvProvider", "adopt_provider", "adopt_factory", "provider_kind", "provider_image"]
 
 CONTAINER_METHODS = ("start_container", "wait_for_ready", "stop_container")
 RUNTIME_METHODS = ("start", "wait_for_ready", "stop")
@@ -157,22 +156,13 @@ def adopt_factory(factory: Callable[[int], Any]) -> Callable[[int], Provider]:
     return adopted
 
 
-def provider_target(source: str) -> Target | None:
-    """What ``source`` names by ``from_env``'s rules, or ``None`` for a provider's own source (``hf://owner/space``)."""
-    try:
-        return classify_source(source)
-    except InvalidURL:
-        return None
-
-
-def provider_image(source: str) -> str:
+def provider_image(source: str, where: Target | None) -> str:
     """The image ``Env.from_env(source, provider=p)`` gives a ContainerProvider: what ``source`` names, or itself.
 
-    ``docker:NAME``, a Space id (its image) and an environment package's name (its
-    default image) are resolved as for ``from_env``; anything else (a provider's own
-    source, such as ``hf://owner/space``) is passed as it is.
+    ``where`` is what ``source`` names (`openenv._async.resolve.locate_for_provider`): ``docker:NAME``, a
+    Space id (its image) and an environment package's name (its default image) give their image; anything
+    else (``None``: a provider's own source, such as ``hf://owner/space``) is passed as it is.
     """
-    where = provider_target(source)
     return where.target if where is not None and where.kind == "image" else source
 
 

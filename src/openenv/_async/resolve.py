@@ -8,16 +8,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._blocking.sources import checkout_app, is_environment_dir
+from .._blocking.sources import checkout_app, classify_source, is_environment_dir
 from .._core.codec import Codec
-from .._core.errors import ProtocolError
+from .._core.errors import InvalidURL, ProtocolError
 from .._core.options import ClientOptions
 from .._core.targets import Target, check_checkout
 from .._core.urls import parse_base_url, redact_url
+from .._shim_async import run_blocking
 from .http import get_json
 from .providers import CheckoutProvider
 
-__all__ = ["schema_codec", "checkout_provider", "package_codec"]
+__all__ = ["schema_codec", "checkout_provider", "package_codec", "locate", "locate_for_provider", "where_is"]
 
 logger = logging.getLogger("openenv.targets")
 
@@ -35,6 +36,53 @@ async def schema_codec(codec: Any, base_url: str, options: Mapping[str, Any]) ->
     if not isinstance(schema, dict):
         raise ProtocolError(f"{redact_url(parse_base_url(base_url).http('/schema'))} did not answer a JSON object")
     return Codec.from_schema(schema)
+
+
+async def where_is(source: str, *, use_docker: bool = True, tag: str = "latest", registry: str | None = None) -> Target:
+    """What ``source`` names (`classify_source`), read off the event loop.
+
+    Naming a target reads this machine: the filesystem for a checkout, and for
+    a bare name every installed distribution's metadata (an environment
+    package's).  In ``openenv.aio`` that runs in a worker thread, so other
+    sessions on the loop go on meanwhile.
+
+    Raises:
+        InvalidURL: ``source`` names no URL, image, Space, package or existing directory.
+    """
+    return await run_blocking(classify_source, source, use_docker=use_docker, tag=tag, registry=registry)
+
+
+async def locate(
+    source: str, codec: Any, *, use_docker: bool = True, tag: str = "latest", registry: str | None = None
+) -> tuple[Target, Any]:
+    """What ``source`` names and the codec its sessions use (`package_codec`: a package's own client).
+
+    Both read this machine, and typing with a package's client imports it (an
+    ``openenv.core`` import takes seconds), so in ``openenv.aio`` the two run
+    in a worker thread: the event loop is never held.
+
+    Raises:
+        InvalidURL: ``source`` names no URL, image, Space, package or existing directory.
+    """
+
+    def work() -> tuple[Target, Any]:
+        where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
+        return where, package_codec(codec, where)
+
+    return await run_blocking(work)
+
+
+async def locate_for_provider(source: str, codec: Any) -> tuple[Target | None, Any]:
+    """`locate` for ``from_env(source, provider=p)``: ``None`` for a provider's own source (``hf://owner/space``)."""
+
+    def work() -> tuple[Target | None, Any]:
+        try:
+            where: Target | None = classify_source(source)
+        except InvalidURL:
+            where = None
+        return where, package_codec(codec, where)
+
+    return await run_blocking(work)
 
 
 def package_codec(codec: Any, where: Target | None) -> Any:

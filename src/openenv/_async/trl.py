@@ -58,6 +58,7 @@ from .env import Env
 from .http import get_json
 from .pool import EnvPool
 from .providers import Provider
+from .resolve import where_is
 from .servers import Server, ServerSet
 
 if TYPE_CHECKING:
@@ -709,7 +710,7 @@ async def environment_factory(
             target, provider=provider, env_vars=env_vars, port=port, ready_timeout=ready_timeout, **options
         )
     elif isinstance(target, str):
-        where = classify_source(target, use_docker=use_docker, tag=tag, registry=registry)
+        where = await where_is(target, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             options["headers"] = hosted_headers(where.target, options.get("headers"))
             probe = Env(where.target, **options)

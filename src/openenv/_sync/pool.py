@@ -20,7 +20,7 @@ from typing import Any, Generic
 from typing_extensions import Self, TypeVar, Unpack
 
 from .._blocking.retry import Deadline
-from .._blocking.sources import classify_source, hosted_headers
+from .._blocking.sources import hosted_headers
 from .._core.codec import Codec, as_codec
 from .._core.errors import OpenEnvError
 from .._core.guard import InFlight
@@ -49,7 +49,7 @@ from .pool_open import PoolOpening
 from .pool_servers import close_all, first_servers, stop_all, unique
 from .pool_sessions import PoolSessions
 from .providers import DockerProvider, Provider
-from .resolve import checkout_provider, package_codec, schema_codec
+from .resolve import checkout_provider, locate, schema_codec
 
 __all__ = ["EnvPool"]
 
@@ -364,8 +364,8 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         """
         settings, env_options = PoolOptions.split(options, pool_options)  # before any server starts
         check_options(env_options, f"{cls.__name__}.from_env", POOL_OPTION_NAMES)
-        where = classify_source(source, use_docker=use_docker, tag=tag, registry=registry)
-        codec = package_codec(codec, where)  # an environment package's name: its own client types the sessions
+        # an environment package's name: its own client types the sessions
+        where, codec = locate(source, codec, use_docker=use_docker, tag=tag, registry=registry)
         if where.kind == "url":
             check_size(size)
             env_options["headers"] = hosted_headers(where.target, env_options.get("headers"))
