@@ -295,3 +295,22 @@ async def test_naming_a_package_does_not_hold_the_event_loop(
     assert IMPORT_SEEN["loop_ran"] is True
     assert IMPORT_SEEN["thread"] is not threading.main_thread()
 
+
+async def test_a_reset_waiting_for_a_pool_session_stops_when_its_instance_is_closed(server_factory: Any) -> None:
+    """``close()`` does not wait for a reset in progress: the waiting one ends with ``EnvClosed`` and takes nothing."""
+    from openenv.aio import EnvClosed, EnvPool, environment_factory
+
+    server = server_factory(CounterEnv, max_sessions=2)
+    async with EnvPool(server.url, size=1) as pool:
+        cls = await environment_factory(pool, capacity_timeout=10 * TOO_LATE)
+        holder, waiter = cls(), cls()
+        await holder.reset()  # the pool's only session
+        task = asyncio.ensure_future(waiter.reset())
+        await asyncio.sleep(0)  # the reset has begun: it waits for the session holder has
+        await waiter.close()
+        with pytest.raises(EnvClosed, match="closed during its reset"):
+            await asyncio.wait_for(task, TOO_LATE)  # within the backoff's ceiling, not capacity_timeout
+        assert waiter.env is None and pool.metrics.checked_out == 1  # holder's, still
+        await holder.close()
+        assert pool.metrics.checked_out == 0
+        await cls.close()

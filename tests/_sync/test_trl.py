@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -14,8 +15,8 @@ from openenv._shim_sync import sleep
 from openenv.sync import CapacityReached, EnvClosed, EnvPool, ServerProvider, SessionBusy, ToolError, environment_factory
 from openenv.server import Environment, EnvServer
 
-from ..envs import ArenaEnv, CounterEnv, GuessEnv, PenaltyToolsEnv
-from ..helpers_sync import until
+from ..envs import TOO_LATE, ArenaEnv, CounterEnv, GuessEnv, PenaltyToolsEnv
+from ..helpers_sync import gather, run_in_thread, until
 
 # Tool calls score only when they go through the step loop (the environment's
 # step_tool hook): the contract of Env.call_tool in simulation mode, merged from
@@ -399,3 +400,46 @@ def test_a_full_server_url_is_waited_for_while_its_tools_are_read() -> None:
                 environment_factory(server.url, capacity_timeout=0.3)
         finally:
             holder.close()
+
+
+#: set by ``_HeldReset.reset`` when a reset reaches the server; the reset then waits for ``RESET_GO``
+RESET_SEEN = threading.Event()
+RESET_GO = threading.Event()
+
+
+class _HeldReset(CounterEnv):
+    """:class:`CounterEnv` whose resets (after the first: the class's probe) wait for ``RESET_GO``."""
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> Any:
+        if start == 7:
+            RESET_SEEN.set()
+            RESET_GO.wait(TOO_LATE)
+        return super().reset(seed=seed, episode_id=episode_id, start=start)
+
+
+def test_an_instance_closed_during_its_reset_says_so_and_holds_nothing(server_factory: Any) -> None:
+    server = server_factory(_HeldReset, max_sessions=2)
+    cls = environment_factory(server.url, reset_keys={"start"})
+    RESET_SEEN.clear()
+    RESET_GO.clear()
+    instance = cls()
+
+    def reset() -> Any:
+        return instance.reset(start=7)
+
+    def close_mid_reset() -> None:
+        run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
+        assert RESET_SEEN.is_set()
+        instance.close()
+        RESET_GO.set()
+
+    try:
+        outcome, _ = gather(reset, close_mid_reset, stagger=0)
+        assert isinstance(outcome, EnvClosed), outcome
+        assert "closed during its reset" in str(outcome)
+        assert instance.env is None
+        until(lambda: server.active_sessions == 0)
+        assert (instance.reset(start=1) or "").startswith("\n\n")  # a closed instance can start again
+    finally:
+        RESET_GO.set()
+        cls.close()

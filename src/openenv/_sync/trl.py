@@ -237,6 +237,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self._lock = new_lock()  # one call at a time per instance (reset and tools): never SessionBusy
         self._last_reward: float | None = None  # the last tool call's own reward (harness sessions read it)
         self._last_error: str | None = None  # the last tool call's error text, or None
+        self._closes = 0  # how often close() ran: a reset that sees it change lets go of what it got
+        self._reset_from = 0  # ``_closes`` when the reset in progress began
         type(self)._openenv.add(self)
 
     @property
@@ -280,7 +282,9 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 another (a provider or a fixed ``port``).
             SessionBusy: (a class over a pool) every session of the pool stayed
                 checked out for ``capacity_timeout`` seconds.
-            EnvClosed: the class was closed.
+            EnvClosed: the class was closed, or this instance was closed
+                (from another task or thread) while the reset ran or waited:
+                what the reset got is given back.
             TypeError: (``openenv.aio``) called with no event loop to run on:
                 from plain code such as TRL's ``GRPOTrainer``, which needs the
                 ``openenv.sync`` class.
@@ -289,7 +293,14 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         """
         self._check_loop()
         with self._lock:
-            return self._reset_episode(kwargs)
+            closes = self._reset_from = self._closes
+            try:
+                text = self._reset_episode(kwargs)
+            except Exception as exc:
+                self._check_not_closed(closes, exc)
+                raise
+            self._check_not_closed(closes, None)
+            return text
 
     reset = callable_from_threads(reset, core.NO_LOOP)
 
@@ -333,6 +344,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         refusal = CapacityReached("every server is at capacity", "CAPACITY_REACHED")  # the last one, for the error
         deaths = 0  # servers found dead during this reset
         while True:
+            if self._closes != self._reset_from:  # closed while this reset waited: stop waiting
+                raise EnvClosed(f"this {type(self).__name__} was closed during its reset")
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
                 if shared.pool is not None:
@@ -475,16 +488,37 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.done = self.done or bool(done)
 
     def _close_session(self) -> None:
-        env, self._env = self._env, None
-        checkout, self._checkout = self._checkout, None
-        server, self._server = self._server, None
+        self._let_go(closing=True)
         self._openenv.discard(self)
+
+    def _let_go(self, *, closing: bool = False) -> None:
+        """End this instance's session: give its checkout back to the pool, or close its client and free the slot."""
+        with self._openenv.lock:  # one taker: close() may come from another thread (sync) or task (aio)
+            env, checkout, server = self._env, self._checkout, self._server
+            self._env = self._checkout = self._server = None
+            if closing:
+                self._closes += 1
         if server is not None:
             self._openenv.servers.release(server)
         if checkout is not None:
             checkout.__exit__(None, None, None)  # back to the pool, which keeps it open
         elif env is not None:
             env.close()
+
+    def _check_not_closed(self, closes: int, error: BaseException | None) -> None:
+        """After a reset: if ``close()`` ran meanwhile, let go of what the reset got and raise ``EnvClosed``.
+
+        ``close()`` does not wait for a reset in progress (one waiting for
+        capacity can take ``capacity_timeout`` seconds): the reset ends with
+        ``EnvClosed`` instead of holding a session, a pool's checkout or a
+        server slot nobody will give back.
+        """
+        if self._closes == closes:
+            return
+        self._let_go()
+        raise EnvClosed(
+            f"this {type(self).__name__} was closed during its reset; call reset() again to start a new session"
+        ) from error
 
     def __enter__(self) -> Self:
         return self
