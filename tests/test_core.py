@@ -487,3 +487,29 @@ def test_url_secrets_and_scrubbed_http_error_bodies() -> None:
     with pytest.raises(ProtocolError) as info:
         http_json(500, body, "http://h/schema?token=***", options.secrets("http://h/?token=QSECRET"))
     assert "ASECRET" not in str(info.value) and "QSECRET" not in str(info.value) and "<hidden>" in str(info.value)
+
+
+def test_a_hidden_url_s_host_and_path_are_scrubbed_from_what_its_server_sends() -> None:
+    """A cloud sandbox's URL is a capability as a whole: a server echoing its own address shows ``<hidden>``."""
+    from openenv._core.errors import ProtocolError
+    from openenv._core.mcp import http_json
+    from openenv._core.options import ClientOptions
+    from openenv._core.urls import hide_url, unhide_url, url_secrets
+
+    url = "https://sbx-7f3a9c.sandbox.example.dev:8443/s/cap-91d2"
+    assert url_secrets(url) == []  # not hidden: nothing in it is a secret
+    hide_url(url, "<sandbox 1>")
+    try:
+        secrets = ClientOptions().secrets(url + "/reset")  # a URL below the hidden one
+        body = (
+            b"bad request to https://sbx-7f3a9c.sandbox.example.dev:8443/s/cap-91d2/reset "
+            b"(Host: sbx-7f3a9c.sandbox.example.dev:8443, path /s/cap-91d2/reset)"
+        )
+        with pytest.raises(ProtocolError) as info:
+            http_json(400, body, "<sandbox 1>/reset", secrets)
+        message = str(info.value)
+        assert "sbx-7f3a9c" not in message and "cap-91d2" not in message, message
+        assert "<hidden>" in message
+    finally:
+        unhide_url(url)
+    assert url_secrets(url) == []

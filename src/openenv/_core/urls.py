@@ -212,15 +212,38 @@ def redact_target(target: str) -> str:
     return path + sep + redact_query(query) if sep else target
 
 
+def _hidden_parts(url: str) -> list[str]:
+    """For a URL `hide_url` hid (or one below it): the hidden ``host[:port]/path``, ``host[:port]``, host, path."""
+    key = _hidden_key(url) if _HIDDEN else None
+    if key is None:
+        return []
+    for hidden in list(_HIDDEN):
+        if key == hidden or key.startswith(hidden + "/"):
+            netloc, slash, path = hidden.partition("/")
+            host = netloc if netloc.endswith("]") else netloc.rpartition(":")[0] or netloc
+            return [hidden, netloc, host.strip("[]"), *([slash + path] if path else [])]
+    return []
+
+
 def url_secrets(url: str) -> list[str]:
     """The secrets a URL carries, to scrub from text a server sent back: its password and query values.
 
     Each as written and percent-decoded, and the credentials as HTTP Basic
     sends them (base64 of ``user:password``); ``[]`` for a URL without any (or
-    one that does not parse).
+    one that does not parse).  For a URL `hide_url` hid (a cloud sandbox's,
+    a capability as a whole), also its host and path: a server that echoes its
+    own address in an error shows ``<hidden>`` there too.
     """
     if not url:
         return []
+    hidden = _hidden_parts(url)
+    if hidden:
+        return [*hidden, *(s for s in _plain_secrets(url) if s not in hidden)]
+    return _plain_secrets(url)
+
+
+def _plain_secrets(url: str) -> list[str]:
+    """`url_secrets` without what `hide_url` adds: the password, Basic credentials, query values, fragment."""
     try:
         parts = urlsplit(url if "://" in url else "//" + url)
         password = parts.password
