@@ -494,7 +494,7 @@ def test_a_hidden_url_s_host_and_path_are_scrubbed_from_what_its_server_sends() 
     from openenv._core.errors import ProtocolError
     from openenv._core.mcp import http_json
     from openenv._core.options import ClientOptions
-    from openenv._core.urls import hide_url, unhide_url, url_secrets
+    from openenv._core.urls import hide_url, scrub, unhide_url, url_secrets
 
     url = "https://sbx-7f3a9c.sandbox.example.dev:8443/s/cap-91d2"
     assert url_secrets(url) == []  # not hidden: nothing in it is a secret
@@ -513,3 +513,11 @@ def test_a_hidden_url_s_host_and_path_are_scrubbed_from_what_its_server_sends() 
     finally:
         unhide_url(url)
     assert url_secrets(url) == []
+    local = "http://127.0.0.1:8123/env"  # a provider's loopback server: hidden while it runs, nothing secret in it
+    hide_url(local, "<local 1>")
+    try:
+        text = "db at 127.0.0.1:5432 refused; GET /environment/list"
+        assert scrub(text, url_secrets(local)) == text
+        assert scrub("from 127.0.0.1:8123/env/ws", url_secrets(local)) == "from <hidden>/ws"
+    finally:
+        unhide_url(local)

@@ -22,6 +22,8 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except PermissionError:  # there, another user's (the PID was reused)
+        return True
     return True
 
 

@@ -408,7 +408,7 @@ RESET_GO = threading.Event()
 
 
 class _HeldReset(CounterEnv):
-    """:class:`CounterEnv` whose resets (after the first: the class's probe) wait for ``RESET_GO``."""
+    """:class:`CounterEnv` whose resets with ``start=7`` say so (``RESET_SEEN``), then wait for ``RESET_GO``."""
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, start: int = 0) -> Any:
         if start == 7:
@@ -440,6 +440,63 @@ def test_an_instance_closed_during_its_reset_says_so_and_holds_nothing(server_fa
         assert instance.env is None
         until(lambda: server.active_sessions == 0)
         assert (instance.reset(start=1) or "").startswith("\n\n")  # a closed instance can start again
+    finally:
+        RESET_GO.set()
+        cls.close()
+
+
+def test_a_pool_session_in_a_reset_goes_back_when_that_reset_ends_not_at_close(server_factory: Any) -> None:
+    """Closing an instance mid-reset must not hand the pool a session a request is still running on."""
+    server = server_factory(_HeldReset, max_sessions=2)
+    with EnvPool(server.url, size=1) as pool:
+        cls = environment_factory(pool, reset_keys={"start"})
+        RESET_SEEN.clear()
+        RESET_GO.clear()
+        instance = cls()
+
+        def reset() -> Any:
+            return instance.reset(start=7)
+
+        def close_mid_reset() -> int:
+            run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
+            assert RESET_SEEN.is_set()
+            instance.close()
+            out = pool.metrics.checked_out  # still the reset's
+            RESET_GO.set()
+            return out
+
+        try:
+            outcome, out_at_close = gather(reset, close_mid_reset, stagger=0)
+            assert out_at_close == 1
+            assert isinstance(outcome, EnvClosed), outcome
+            assert pool.metrics.checked_out == 0 and instance.env is None
+            results = pool.reset()  # the pool's session is sound
+            assert len(results) == 1
+        finally:
+            RESET_GO.set()
+            cls.close()
+
+
+def test_closing_the_class_during_a_reset_says_the_class_was_closed(server_factory: Any) -> None:
+    server = server_factory(_HeldReset, max_sessions=2)
+    cls = environment_factory(server.url, reset_keys={"start"})
+    RESET_SEEN.clear()
+    RESET_GO.clear()
+    instance = cls()
+
+    def reset() -> Any:
+        return instance.reset(start=7)
+
+    def close_mid_reset() -> None:
+        run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
+        cls.close()
+        RESET_GO.set()
+
+    try:
+        outcome, _ = gather(reset, close_mid_reset, stagger=0)
+        assert isinstance(outcome, EnvClosed), outcome
+        assert "environment_factory(...) again" in str(outcome)
+        until(lambda: server.active_sessions == 0)
     finally:
         RESET_GO.set()
         cls.close()

@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from typing_extensions import Self, Unpack
 
@@ -239,6 +239,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self._last_error: str | None = None  # the last tool call's error text, or None
         self._closes = 0  # how often close() ran: a reset that sees it change lets go of what it got
         self._reset_from = 0  # ``_closes`` when the reset in progress began
+        self._resetting = False  # a reset is running: close() leaves what it holds to that reset
         type(self)._openenv.add(self)
 
     @property
@@ -293,13 +294,20 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         """
         self._check_loop()
         async with self._lock:
-            closes = self._reset_from = self._closes
+            with self._openenv.lock:
+                closes = self._reset_from = self._closes
+                self._resetting = True
             try:
                 text = await self._reset_episode(kwargs)
-            except Exception as exc:
-                await self._check_not_closed(closes, exc)
+            except BaseException as exc:
+                if self._end_reset(closes):  # closed meanwhile: what the reset got goes back
+                    await self._let_go()
+                    if isinstance(exc, Exception):  # (a cancellation or Ctrl-C stays what it is)
+                        self._raise_closed(exc)
                 raise
-            await self._check_not_closed(closes, None)
+            if self._end_reset(closes):
+                await self._let_go()
+                self._raise_closed(None)
             return text
 
     reset = callable_from_threads(reset, core.NO_LOOP)
@@ -345,7 +353,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         deaths = 0  # servers found dead during this reset
         while True:
             if self._closes != self._reset_from:  # closed while this reset waited: stop waiting
-                raise EnvClosed(f"this {type(self).__name__} was closed during its reset")
+                raise EnvClosed(self._closed_message())
             if self._env is None:
                 shared.add(self)  # again after close(): the class closes what it knows
                 if shared.pool is not None:
@@ -372,14 +380,20 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                         wait.restart(time.monotonic())  # the slot of the client that probed it
                     self._server = server
                     self._env = Env(server.base_url, **shared.options)
+            env = self._env
+            if env is None:  # close() ended this client mid-reset
+                raise EnvClosed(self._closed_message())
             try:
-                return await self._env.reset(**kwargs)
+                return await env.reset(**kwargs)
             except CapacityReached as exc:
                 refusal = exc
-                server, self._server = self._server, None
+                with shared.lock:  # (close() from another thread takes ``_env`` under it)
+                    server, self._server = self._server, None
+                    if server is not None:
+                        env, self._env = self._env, None
                 if server is not None:  # try again where the servers' limit now says there is room
-                    env, self._env = self._env, None
-                    await env.close()
+                    if env is not None:
+                        await env.close()
                     if shared.servers.refused(server, exc):
                         continue
                 delay = retry.after(exc, time.monotonic())
@@ -412,7 +426,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         reason = await shared.servers.dead(server)
         if reason is None:
             return None
-        env, self._env, self._server = self._env, None, None
+        with shared.lock:
+            env, self._env, self._server = self._env, None, None
         shared.servers.release(server)
         if env is not None:
             await env.close()
@@ -488,16 +503,37 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self.done = self.done or bool(done)
 
     async def _close_session(self) -> None:
-        await self._let_go(closing=True)
-        self._openenv.discard(self)
+        """End this instance's session (``close()``); a reset in progress ends with ``EnvClosed``.
 
-    async def _let_go(self, *, closing: bool = False) -> None:
-        """End this instance's session: give its checkout back to the pool, or close its client and free the slot."""
-        with self._openenv.lock:  # one taker: close() may come from another thread (sync) or task (aio)
+        ``close()`` does not wait for a reset in progress (one waiting for
+        capacity can take ``capacity_timeout`` seconds).  It leaves what that
+        reset holds to the reset, which gives it back as it ends, so no
+        session, pool checkout or server slot is kept after a close; a plain
+        client's request is cut short at once (a pool's session is not: the
+        pool keeps it open).
+        """
+        shared = self._openenv
+        with shared.lock:  # one taker at a time: close() may come from another thread (sync) or task (aio)
+            self._closes += 1
+            if self._resetting:
+                env = self._env if self._checkout is None else None
+                if env is not None:
+                    self._env = None
+                checkout = server = None
+            else:
+                env, checkout, server = self._env, self._checkout, self._server
+                self._env = self._checkout = self._server = None
+        shared.discard(self)
+        await self._give_back(env, checkout, server)
+
+    async def _let_go(self) -> None:
+        """Give back what this instance holds: its checkout to the pool, or close its client and free the slot."""
+        with self._openenv.lock:
             env, checkout, server = self._env, self._checkout, self._server
             self._env = self._checkout = self._server = None
-            if closing:
-                self._closes += 1
+        await self._give_back(env, checkout, server)
+
+    async def _give_back(self, env: Env[Any, Any, Any] | None, checkout: Any, server: Server | None) -> None:
         if server is not None:
             self._openenv.servers.release(server)
         if checkout is not None:
@@ -505,20 +541,23 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         elif env is not None:
             await env.close()
 
-    async def _check_not_closed(self, closes: int, error: BaseException | None) -> None:
-        """After a reset: if ``close()`` ran meanwhile, let go of what the reset got and raise ``EnvClosed``.
+    def _end_reset(self, closes: int) -> bool:
+        """The reset ends: whether ``close()`` ran since it began (``closes``); from here on close() gives back."""
+        with self._openenv.lock:
+            self._resetting = False
+            return self._closes != closes
 
-        ``close()`` does not wait for a reset in progress (one waiting for
-        capacity can take ``capacity_timeout`` seconds): the reset ends with
-        ``EnvClosed`` instead of holding a session, a pool's checkout or a
-        server slot nobody will give back.
-        """
-        if self._closes == closes:
-            return
-        await self._let_go()
-        raise EnvClosed(
-            f"this {type(self).__name__} was closed during its reset; call reset() again to start a new session"
-        ) from error
+    def _closed_message(self) -> str:
+        return f"this {type(self).__name__} was closed during its reset; call reset() again to start a new session"
+
+    def _raise_closed(self, error: Exception | None) -> NoReturn:
+        """Raise the error of a reset that ``close()`` ended: the class's own when the class was closed."""
+        shared = self._openenv
+        shared.discard(self)
+        shared.check_open()  # the class was closed: environment_factory(...) again, not reset()
+        if isinstance(error, EnvClosed):
+            raise error
+        raise EnvClosed(self._closed_message()) from error
 
     async def __aenter__(self) -> Self:
         return self

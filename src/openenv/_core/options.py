@@ -386,7 +386,10 @@ class ClientOptions:
         return kwargs
 
     def scrub(self, text: str, url: str = "") -> str:
-        """``text`` with every header value (and ``url``'s password and query values) as ``<hidden>``.
+        """``text`` with every header value and ``url``'s secrets as ``<hidden>``.
+
+        ``url``'s secrets: its password and query values, and for a URL hidden
+        as a whole (a cloud sandbox's), its host and path.
 
         For library error messages and excerpts of a server's answers (a
         server may echo the request it got).
@@ -394,7 +397,7 @@ class ClientOptions:
         return scrub(text, self.secrets(url))
 
     def secrets(self, url: str = "") -> list[str]:
-        """What `scrub()` hides: the header values, and ``url``'s password and query values."""
+        """What `scrub()` hides: the header values, and ``url``'s secrets (`openenv._core.urls.url_secrets`)."""
         return [*self.headers.values(), *url_secrets(url)]
 
 

@@ -213,7 +213,13 @@ def redact_target(target: str) -> str:
 
 
 def _hidden_parts(url: str) -> list[str]:
-    """For a URL `hide_url` hid (or one below it): the hidden ``host[:port]/path``, ``host[:port]``, host, path."""
+    """For a URL `hide_url` hid (or one below it): what of it to scrub from text its server sends.
+
+    The hidden ``host[:port]/path`` and ``host[:port]`` always; the bare host
+    unless it is local (``localhost``, a loopback or private address: no
+    capability in it, and common in any text); the path when it is long
+    enough not to stand for a common word (8 characters or more).
+    """
     key = _hidden_key(url) if _HIDDEN else None
     if key is None:
         return []
@@ -221,7 +227,12 @@ def _hidden_parts(url: str) -> list[str]:
         if key == hidden or key.startswith(hidden + "/"):
             netloc, slash, path = hidden.partition("/")
             host = netloc if netloc.endswith("]") else netloc.rpartition(":")[0] or netloc
-            return [hidden, netloc, host.strip("[]"), *([slash + path] if path else [])]
+            parts = [hidden, netloc]
+            if not is_local_host(host):
+                parts.append(host.strip("[]"))
+            if len(path) >= 7:  # with its "/": 8 characters
+                parts.append(slash + path)
+            return parts
     return []
 
 
