@@ -91,6 +91,7 @@ SERVER_LABELS = {
 BASELINE_LABELS = {
     "base-aio": "baseline tree (`--baseline-src`), asyncio transport, echo on the loop",
     "base-aio-blk": "baseline tree (`--baseline-src`), asyncio transport, blocking echo",
+    "base-asgi": "baseline tree (`--baseline-src`), ASGI app + uvicorn, echo on the loop",
 }
 SERVER_SIZES = (8, 32, 128, 512)
 #: steps per server per block (a block is max(3, this // sessions) batches)
@@ -144,7 +145,8 @@ class Server:
             cmd = [released, str(HERE / "released_server.py"), "--max-sessions", str(max_sessions), *extra]
             cwd = tempfile.gettempdir()
         elif script:  # bench/asgi_server.py, bench/floor_server.py
-            penv = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+            penv = dict(os.environ, PYTHONPATH=str(ROOT))
+            penv.update(env or {})  # a baseline tree's src first
             cmd = [sys.executable, str(HERE / script), *extra, "--max-sessions", str(max_sessions)]
             cwd = str(ROOT)
         else:
@@ -406,6 +408,8 @@ def start_server(kind: str, released: str, cap: int, baseline: str | None = None
         if baseline is None:
             raise ValueError(f"{kind} needs --baseline-src")
         env = {"PYTHONPATH": os.pathsep.join([baseline, str(ROOT)])}  # that tree's openenv first
+        if kind == "base-asgi":
+            return Server("echo", cap, script="asgi_server.py", extra=["echo"], env=env)
         return Server("echo" if kind == "base-aio" else blocking, cap, extra=["--transport", "asyncio"], env=env)
     if kind == "srv-aio":
         return Server("echo", cap, extra=["--transport", "asyncio"])
@@ -1116,7 +1120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--baseline-src",
         default=None,
         help="another tree's src directory (e.g. `git archive main src | tar -x -C /tmp/base`, then "
-        "/tmp/base/src): adds base-aio and base-aio-blk, its asyncio transport, to the server section",
+        "/tmp/base/src): adds base-aio and base-aio-blk (its asyncio transport) and base-asgi (its ASGI app) "
+        "to the server section",
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run (few rounds and steps)")
     parser.add_argument("--out", default=str(HERE / "results"), help="results directory (default bench/results)")
@@ -1151,7 +1156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown_servers:
         parser.error(f"unknown server(s) {sorted(unknown_servers)}")
     if baseline is None and set(only_servers) & set(BASELINE_LABELS):
-        parser.error("base-aio and base-aio-blk need --baseline-src")
+        parser.error("base-aio, base-aio-blk and base-asgi need --baseline-src")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     logdir = out_dir / "logs"
