@@ -203,3 +203,30 @@ def test_generic_actions_must_be_json() -> None:
     assert codec._step_payload({"a": {1, 2}}) == {"a": {1, 2}}  # checked when the frame is encoded
     with pytest.raises(InvalidActionType):
         codec._step_payload([1])
+
+
+def test_a_step_calls_the_same_functions_as_the_hooks_a_few_calls_shorter() -> None:
+    """``Codec._step_functions``: what ``Env`` calls on every step agrees with the hooks, overrides included."""
+    import types
+
+    from openenv._core.codec import Codec
+
+    plain: Codec[Any, Any, Any] = Codec()
+    encode, parse = plain._step_functions()
+    action = {"message": "m"}
+    assert encode(action) is action  # sent as is, never copied or modified
+    assert encode(types.MappingProxyType({"a": 1})) == plain._step_payload(types.MappingProxyType({"a": 1}))
+    with pytest.raises(InvalidActionType):
+        encode(42)
+    reply = {"observation": {"x": 1, "metadata": {"m": 2}}, "reward": 1, "done": True}
+    assert parse(reply) == plain._parse_result(reply)
+
+    class Shouting(Codec[Any, Any, Any]):  # an override is what a step calls
+        def _parse_result(self, payload: dict[str, Any]) -> Any:
+            return "parsed by the override"
+
+    overridden: Any = Shouting()._step_functions()[1](reply)
+    assert overridden == "parsed by the override"
+    typed: Codec[Any, Any, Any] = Codec(action=CounterAction)
+    encode, _ = typed._step_functions()
+    assert encode(CounterAction(delta=2)) == typed._step_payload(CounterAction(delta=2))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from .errors import InvalidAction, InvalidActionType, ParseError
@@ -294,6 +294,30 @@ class Codec(Generic[ActT, ObsT, StateT]):
                 instantiated without ``__init__`` (an abstract class).
         """
         return _ClientCodec(client_class)
+
+    def _step_functions(self) -> tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], StepResult[ObsT]]]:
+        """What a step calls: the encoder of its action and the parser of its reply, in their shortest form.
+
+        The hooks below, unless this codec has no model for that part and does
+        not override the hook: then a dict action goes out as it is (anything
+        else through `encode_action`) and the reply goes to
+        `openenv._core.frames.parse_step_result` directly, which is what the
+        hooks would do, a few calls shorter (``Env`` takes them once).
+        """
+        cls = type(self)
+        encode: Callable[[Any], dict[str, Any]] = self._step_payload
+        if cls._step_payload is Codec._step_payload and self._action is None:
+            options = self._dump_options
+
+            def encode(action: Any) -> dict[str, Any]:
+                if type(action) is dict:
+                    return cast("dict[str, Any]", action)
+                return encode_action(None, action, options)
+
+        parse: Callable[[dict[str, Any]], StepResult[ObsT]] = self._parse_result
+        if cls._parse_result is Codec._parse_result and self._observation is None:
+            parse = parse_step_result  # type: ignore[assignment]  # plain: dict observations
+        return encode, parse
 
     # OpenEnv's hook names -------------------------------------------------
 
