@@ -11,6 +11,10 @@ A profiling aid beside ``nox -s bench`` (not a benchmark: it reaches into ``Env.
   of each after the other; the ratio is the median of the per-round ratios. Both share one
   process, interpreter state and server, so a change of a few microseconds shows, where the
   bench's fresh worker processes vary by more than that from run to run.
+* **raw+timeout**: the floor with our per-message timeout (``recv(timeout=60)``; on the async side
+  our watchdog, ``ws_recv``) against the floor: what the timeout alone costs.
+* **main thread** (sync): the calling thread's CPU alone (``time.thread_time``); the rest is the
+  connection's reader thread.
 * **no network**: the same, with ``Env``'s socket swapped for one that answers at once (so only
   the client's Python is timed): ``overhead`` is ours minus raw, per step.
 
@@ -115,18 +119,26 @@ async def aio_rounds(url: str, rounds: int, n: int, profile: bool) -> dict[str, 
         await ws.send(json.dumps({"type": "step", "data": ACTION}))
         return _reply(await ws.recv())
 
+    from openenv._shim_async import ws_recv
+
+    async def raw_step_timeout(ws: Any) -> Any:  # the floor with our per-message timeout (its watchdog)
+        await ws.send(json.dumps({"type": "step", "data": ACTION}))
+        return _reply(await ws_recv(ws, 60.0))
+
     async def timed(call: Any, arg: Any) -> float:
         c = _cpu()
         for _ in range(n):
             await call(arg)
         return _per_step(_cpu() - c, n)
 
-    out: dict[str, list[tuple[float, float]]] = {"real": [], "no network": []}
+    out: dict[str, list[tuple[float, float]]] = {"real": [], "raw+timeout": [], "no network": []}
     for _ in range(200):
         await env.step(ACTION)
         await raw_step(raw)
     for _ in range(rounds):
-        out["real"].append((await timed(env.step, ACTION), await timed(raw_step, raw)))
+        ours, floor = await timed(env.step, ACTION), await timed(raw_step, raw)
+        out["real"].append((ours, floor))
+        out["raw+timeout"].append((await timed(raw_step_timeout, raw), floor))
     real_ws, instant = env._ws, Instant()
     env._ws = instant  # type: ignore[assignment]
     try:
@@ -160,18 +172,28 @@ def sync_rounds(url: str, rounds: int, n: int, profile: bool) -> dict[str, list[
         ws.send(json.dumps({"type": "step", "data": ACTION}))
         return _reply(ws.recv())
 
+    def raw_step_timeout(ws: Any) -> Any:  # the floor with our per-message timeout
+        ws.send(json.dumps({"type": "step", "data": ACTION}))
+        return _reply(ws.recv(timeout=60.0))
+
+    main_cpu: dict[Any, float] = {}
+
     def timed(call: Any, arg: Any) -> float:
-        c = _cpu()
+        c, m = _cpu(), time.thread_time()
         for _ in range(n):
             call(arg)
+        main_cpu[call] = _per_step(time.thread_time() - m, n)  # this thread's share (the rest: the reader's)
         return _per_step(_cpu() - c, n)
 
-    out: dict[str, list[tuple[float, float]]] = {"real": [], "no network": []}
+    out: dict[str, list[tuple[float, float]]] = {"real": [], "main thread": [], "raw+timeout": [], "no network": []}
     for _ in range(200):
         env.step(ACTION)
         raw_step(raw)
     for _ in range(rounds):
-        out["real"].append((timed(env.step, ACTION), timed(raw_step, raw)))
+        ours, floor = timed(env.step, ACTION), timed(raw_step, raw)
+        out["real"].append((ours, floor))
+        out["main thread"].append((main_cpu[env.step], main_cpu[raw_step]))
+        out["raw+timeout"].append((timed(raw_step_timeout, raw), floor))
     real_ws, instant = env._ws, InstantSync()
     env._ws = instant  # type: ignore[assignment]
     try:
