@@ -417,31 +417,44 @@ class _HeldReset(CounterEnv):
         return super().reset(seed=seed, episode_id=episode_id, start=start)
 
 
-def test_an_instance_closed_during_its_reset_says_so_and_holds_nothing(server_factory: Any) -> None:
-    server = server_factory(_HeldReset, max_sessions=2)
-    cls = environment_factory(server.url, reset_keys={"start"})
+def _close_mid_reset(instance: Any, close: Any) -> tuple[Any, Any]:
+    """``instance.reset(start=7)``; once the server is in it, call ``close()``, then let the reset end.
+
+    Returns the reset's outcome (its text or the exception it raised) and what ``close()`` returned.
+    """
     RESET_SEEN.clear()
     RESET_GO.clear()
-    instance = cls()
 
     def reset() -> Any:
         return instance.reset(start=7)
 
-    def close_mid_reset() -> None:
+    def close_mid_reset() -> Any:
         run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
         assert RESET_SEEN.is_set()
-        instance.close()
-        RESET_GO.set()
+        try:
+            return close()
+        finally:
+            RESET_GO.set()
 
     try:
-        outcome, _ = gather(reset, close_mid_reset, stagger=0)
+        outcome, closed = gather(reset, close_mid_reset, stagger=0)
+    finally:
+        RESET_GO.set()
+    return outcome, closed
+
+
+def test_an_instance_closed_during_its_reset_says_so_and_holds_nothing(server_factory: Any) -> None:
+    server = server_factory(_HeldReset, max_sessions=2)
+    cls = environment_factory(server.url, reset_keys={"start"})
+    instance = cls()
+    try:
+        outcome, _ = _close_mid_reset(instance, instance.close)
         assert isinstance(outcome, EnvClosed), outcome
         assert "closed during its reset" in str(outcome)
         assert instance.env is None
         until(lambda: server.active_sessions == 0)
         assert (instance.reset(start=1) or "").startswith("\n\n")  # a closed instance can start again
     finally:
-        RESET_GO.set()
         cls.close()
 
 
@@ -450,53 +463,29 @@ def test_a_pool_session_in_a_reset_goes_back_when_that_reset_ends_not_at_close(s
     server = server_factory(_HeldReset, max_sessions=2)
     with EnvPool(server.url, size=1) as pool:
         cls = environment_factory(pool, reset_keys={"start"})
-        RESET_SEEN.clear()
-        RESET_GO.clear()
         instance = cls()
 
-        def reset() -> Any:
-            return instance.reset(start=7)
-
-        def close_mid_reset() -> int:
-            run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
-            assert RESET_SEEN.is_set()
+        def close() -> int:
             instance.close()
-            out = pool.metrics.checked_out  # still the reset's
-            RESET_GO.set()
-            return out
+            return pool.metrics.checked_out  # still the reset's
 
         try:
-            outcome, out_at_close = gather(reset, close_mid_reset, stagger=0)
+            outcome, out_at_close = _close_mid_reset(instance, close)
             assert out_at_close == 1
             assert isinstance(outcome, EnvClosed), outcome
             assert pool.metrics.checked_out == 0 and instance.env is None
-            results = pool.reset()  # the pool's session is sound
-            assert len(results) == 1
+            assert len(pool.reset()) == 1  # the pool's session is sound
         finally:
-            RESET_GO.set()
             cls.close()
 
 
 def test_closing_the_class_during_a_reset_says_the_class_was_closed(server_factory: Any) -> None:
     server = server_factory(_HeldReset, max_sessions=2)
     cls = environment_factory(server.url, reset_keys={"start"})
-    RESET_SEEN.clear()
-    RESET_GO.clear()
-    instance = cls()
-
-    def reset() -> Any:
-        return instance.reset(start=7)
-
-    def close_mid_reset() -> None:
-        run_in_thread(lambda: RESET_SEEN.wait(TOO_LATE))
-        cls.close()
-        RESET_GO.set()
-
     try:
-        outcome, _ = gather(reset, close_mid_reset, stagger=0)
+        outcome, _ = _close_mid_reset(cls(), cls.close)
         assert isinstance(outcome, EnvClosed), outcome
         assert "environment_factory(...) again" in str(outcome)
         until(lambda: server.active_sessions == 0)
     finally:
-        RESET_GO.set()
         cls.close()
