@@ -1096,6 +1096,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="measured rounds of the step, large and setup sections (default 15; import: 3/5 of it, concurrent: half)",
     )
     parser.add_argument(
+        "--step-steps",
+        type=int,
+        default=1000,
+        help="steps per contender per round of the step section (default 1000: shorter blocks swing with the "
+        "scheduler on a shared machine)",
+    )
+    parser.add_argument(
         "--docker-rounds", type=int, default=7, help="measured rounds of the Docker section (default 7)"
     )
     parser.add_argument("--boot-rounds", type=int, default=4, help="measured rounds of the boot section (default 4)")
@@ -1136,7 +1143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     conc_rounds = 2 if args.quick else max(3, rounds // 2)
     import_rounds = 2 if args.quick else max(3, rounds * 3 // 5)
     docker_rounds = 1 if args.quick else args.docker_rounds
-    step_n, large_n, setup_n = (100, 5, 10) if args.quick else (150, 10, 15)
+    step_n, large_n, setup_n = (100, 5, 10) if args.quick else (args.step_steps, 10, 15)
     conc_sessions, conc_steps = 64, (5 if args.quick else 20)
     boot_rounds = 1 if args.quick else args.boot_rounds
     boot_size = 8

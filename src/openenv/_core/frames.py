@@ -93,9 +93,10 @@ def encode_step(action: Mapping[str, Any]) -> str:
         raise InvalidActionType(f"the action cannot be sent as JSON: {exc}") from None
     except ValueError as exc:
         raise InvalidAction(f"the action cannot be sent as JSON: {exc} (NaN and Infinity are not JSON)") from None
-    bad = _unencodable(text)
-    if bad is not None:
-        raise InvalidAction(f"the action cannot be sent: {bad}")
+    if not text.isascii():  # (most frames are ASCII: no call then)
+        bad = _unencodable(text)
+        if bad is not None:
+            raise InvalidAction(f"the action cannot be sent: {bad}")
     return text
 
 

@@ -44,43 +44,21 @@ class RequestKind(enum.Enum):
     #: an MCP action (``call_tool``/``list_tools``) sent as a step: a real step
     TOOL_STEP = "tool_step"
 
-    # The members are compared through the module's own names (_RESET, ...), set below the
-    # class: ``RequestKind.RESET`` goes through the enum metaclass, several times slower, and
-    # ``reply``/``in_episode`` are read on every request (bench/README.md, the step section).
+    # What each kind is, as plain attributes of its member (set below the class): they are read on
+    # every request, and a property is a call each time (bench/README.md, the step section).
 
-    @property
-    def label(self) -> str:
-        """How messages name the request (a tool step is a step)."""
-        return "step" if self is _TOOL_STEP else self.value
-
-    @property
-    def reply(self) -> str:
-        """The reply frame type it expects."""
-        if self is _STATE:
-            return frames.STATE
-        if self is _MCP:
-            return frames.MCP
-        return frames.OBSERVATION
-
-    @property
-    def starts_episode(self) -> bool:
-        """Whether it starts a new episode (so it may reconnect after a lost session)."""
-        return self is _RESET
-
-    @property
-    def in_episode(self) -> bool:
-        """Whether an episode is in progress once it succeeded."""
-        return self is _STEP or self is _RESET or self is _TOOL_STEP
-
-    @property
-    def is_step(self) -> bool:
-        """Whether it is a step (a plain action or an MCP action)."""
-        return self is _STEP or self is _TOOL_STEP
-
-    @property
-    def idempotent(self) -> bool:
-        """Whether sending it twice does no harm (a reset starts afresh; state only reads)."""
-        return self is _RESET or self is _STATE
+    #: how messages name the request (a tool step is a step)
+    label: str
+    #: the reply frame type it expects
+    reply: str
+    #: whether it starts a new episode (so it may reconnect after a lost session)
+    starts_episode: bool
+    #: whether an episode is in progress once it succeeded
+    in_episode: bool
+    #: whether it is a step (a plain action or an MCP action)
+    is_step: bool
+    #: whether sending it twice does no harm (a reset starts afresh; state only reads)
+    idempotent: bool
 
 
 _RESET, _STEP, _STATE, _MCP, _TOOL_STEP = (
@@ -90,6 +68,17 @@ _RESET, _STEP, _STATE, _MCP, _TOOL_STEP = (
     RequestKind.MCP,
     RequestKind.TOOL_STEP,
 )
+
+for _kind, _label, _reply, _starts, _in_episode, _is_step, _idempotent in (
+    (_RESET, "reset", frames.OBSERVATION, True, True, False, True),
+    (_STEP, "step", frames.OBSERVATION, False, True, True, False),
+    (_STATE, "state", frames.STATE, False, False, False, True),
+    (_MCP, "mcp", frames.MCP, False, False, False, False),
+    (_TOOL_STEP, "step", frames.OBSERVATION, False, True, True, False),
+):
+    _kind.label, _kind.reply, _kind.starts_episode = _label, _reply, _starts
+    _kind.in_episode, _kind.is_step, _kind.idempotent = _in_episode, _is_step, _idempotent
+del _kind, _label, _reply, _starts, _in_episode, _is_step, _idempotent
 
 
 T = TypeVar("T")
