@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -281,10 +280,10 @@ def script_server() -> Iterator[Callable[[Callable[[str], Any]], ScriptServer]]:
 
 @pytest.fixture
 def free_port() -> int:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port with nothing listening on it (below the ephemeral range: no port-0 server takes it)."""
+    from openenv._blocking.process import free_port as pick
+
+    return pick()
 
 
 class TlsFiles:

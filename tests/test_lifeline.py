@@ -7,6 +7,7 @@ owner; these tests pin down the wiring, in this process.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -150,3 +151,22 @@ def test_a_server_that_ignores_sigterm_is_killed_when_its_owner_dies() -> None:
     finally:
         if procfs.process_start_time(server) is not None:
             os.killpg(server, 9)
+
+
+def test_a_port_picked_for_a_server_is_one_no_port_0_bind_can_take() -> None:
+    """``free_port`` (a ``{port}`` command's port) is below the ephemeral range every ``bind(port 0)`` draws from.
+
+    Stop 34's CI: a server told ``--port P`` found P taken ("address already in use") by another test
+    worker's ``--port 0`` server, between the pick and its own bind.
+    """
+    with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+        ephemeral_low = int(f.read().split()[0])
+    picked = {process.free_port() for _ in range(20)}
+    assert all(15000 <= port < ephemeral_low for port in picked), picked
+    assert len(picked) > 1  # drawn at random, not one port every time
+    for port in picked:  # and free: a server can bind it
+        with socket.create_server(("127.0.0.1", port)):
+            pass
+    busy = socket.create_server(("127.0.0.1", 0))  # a kernel-chosen port is never handed out by the pick
+    with busy:
+        assert busy.getsockname()[1] >= ephemeral_low

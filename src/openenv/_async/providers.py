@@ -341,7 +341,9 @@ class ProcessProvider(ServerProvider):
             such as ``uvicorn --fd {fd}``: no other program can take the port
             in between.  ``{port}`` is replaced with the port, and ``{host}``
             with ``host``; without ``{fd}``, the port is one that was free a
-            moment before the start (racy: another program may take it first).
+            moment before the start, picked below the kernel's ephemeral range
+            (no other program's "any port" bind takes it; one that binds that
+            very port still could).
         cwd: its working directory.
         env: extra environment variables.
         host: the address the server binds (127.0.0.1).

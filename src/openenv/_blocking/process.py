@@ -7,6 +7,7 @@ Shared by both twins: the async twin reaches these through ``run_blocking`` /
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,11 +48,46 @@ class ChildProcess:
         return self.popen.poll()
 
 
+#: The lowest port `free_port` picks (below it: services' well-known and registered ports people run).
+_PICK_LOW = 15000
+#: How many random ports `free_port` tries below the ephemeral range before it asks the kernel for one.
+_PICK_TRIES = 32
+_random = random.SystemRandom()  # not the seeded global generator: parallel test workers draw differently
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free on ``host`` a moment ago (racy: prefer `bind_listener()`)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+    """A port free on ``host`` a moment ago, for a server that binds it itself (racy: prefer `bind_listener()`).
+
+    Picked at random between 15000 and the start of the kernel's ephemeral range
+    (``net.ipv4.ip_local_port_range``, 32768 by default). Every ``bind`` to port 0 and
+    every outgoing connection takes its port from that range, so the servers and
+    clients other processes start before the child binds this one cannot take it
+    (a port from the kernel, as this did before, could be handed to the next ``--port 0``
+    server of another process: "address already in use").  A program binding this
+    very port still could.  When no port there is free, the kernel picks one.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    high = _ephemeral_low()
+    if high - _PICK_LOW >= _PICK_TRIES:
+        for port in _random.sample(range(_PICK_LOW, high), _PICK_TRIES):
+            with socket.socket(family) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket(family) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def bind_listener(host: str = "127.0.0.1", port: int | None = None) -> socket.socket:
