@@ -6,6 +6,8 @@ wildfire_env, coding_env, echo_env) as their repository has them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from openenv._core.checkout import (
@@ -126,3 +128,43 @@ def test_which_import_errors_mean_run_it_as_a_package() -> None:
     assert needs_package_app("ModuleNotFoundError: No module named 'coding_env'", "coding_env")
     assert not needs_package_app("ModuleNotFoundError: No module named 'openenv.core'", "coding_env")
     assert not needs_package_app("RuntimeError: set TOKEN", "coding_env")
+
+
+def test_app_sources_are_parsed_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkout servers start in parallel threads; CPython 3.11's ``ast.parse`` is not safe in two at once.
+
+    Stop 34's CI: a pool of three checkout servers failed with "SystemError: AST constructor recursion
+    depth mismatch" (python/cpython#106905). Two scans here: the second parse waits for the first.
+    """
+    import ast
+    import threading
+
+    from openenv._core import checkout
+
+    inside = threading.Event()
+    release = threading.Event()
+    overlapped: list[bool] = []
+    real_parse = ast.parse
+    active = [0]
+
+    def parse(source: str, *args: Any, **kwargs: Any) -> Any:
+        active[0] += 1
+        overlapped.append(active[0] > 1)
+        inside.set()
+        release.wait(5)
+        try:
+            return real_parse(source, *args, **kwargs)
+        finally:
+            active[0] -= 1
+
+    monkeypatch.setattr(ast, "parse", parse)  # the module checkout parses with
+    scans = [threading.Thread(target=checkout.scan_app_source, args=("import os\n", "server.app", None))]
+    scans.append(threading.Thread(target=checkout.scan_app_source, args=("import sys\n", "server.app", None)))
+    scans[0].start()
+    assert inside.wait(5)
+    scans[1].start()
+    scans[1].join(0.5)  # time for the second scan to reach the parse, were it not held back
+    release.set()
+    for scan in scans:
+        scan.join(5)
+    assert overlapped == [False, False]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import threading
 from dataclasses import dataclass
 
 from .errors import CheckoutNotRunnable
@@ -264,6 +265,12 @@ def _module_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportF
     return found
 
 
+#: One ``ast.parse`` at a time: CPython 3.11's AST construction keeps its recursion depth per
+#: interpreter, so two threads parsing at once (a pool starting checkout servers together) fail
+#: with "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905).
+_PARSING = threading.Lock()
+
+
 def scan_app_source(source: str, module: str, package: str | None) -> str:
     """Why ``module`` (its source text given) cannot be imported under its declared name, or ``""``.
 
@@ -273,7 +280,8 @@ def scan_app_source(source: str, module: str, package: str | None) -> str:
     ``module`` is not inside it, needs the checkout imported as ``package``.
     """
     try:
-        tree = ast.parse(source)
+        with _PARSING:
+            tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return ""  # the server's own error says it better
     depth = len(module.split("."))
