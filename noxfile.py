@@ -156,7 +156,17 @@ def _pip_for(session: nox.Session) -> list[str]:
     return ["pip"] if session.venv_backend == "uv" else []
 
 
+def _compile_tree(session: nox.Session) -> None:
+    """Compile this checkout's own modules to bytecode for the session's interpreter, as UV_COMPILE_BYTECODE
+    does for what uv installs. Where PYTHONDONTWRITEBYTECODE is set (these machines), no interpreter writes
+    its own, so each server, CLI run and child a suite starts compiled every module of ``src`` and ``tests``
+    it imports again: 0.25 s of CPU per process, 17% of the suite's child-process CPU (241 s -> 199 s).
+    An interpreter reads bytecode whatever PYTHONDONTWRITEBYTECODE says."""
+    session.run("python", "-m", "compileall", "-q", "-j", "0", "src", "tests", "examples", silent=True)
+
+
 def _pytest(session: nox.Session, *args: str) -> None:
+    _compile_tree(session)
     # in CI, each session's log ends with its slowest tests: where the time of a run goes
     durations = ["--durations=15"] if os.environ.get("CI") else []
     session.run("python", "-c", _PYTEST, *durations, *args)
@@ -565,6 +575,7 @@ def trl(session: nox.Session) -> None:
     """TRL's real GRPOTrainer (2 steps) and its async trainer's rollout loop on our environments (CPU, no model hub)."""
     session.install("-e", ".", *TRL_DEPS, *TRL_ASYNC_DEPS)
     env = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
+    _compile_tree(session)  # the examples start environment servers and TRL's rollout process
     session.run("python", "examples/trl_ci.py", env=env)
     # AsyncGRPOTrainer's rollout worker: the classes pickled into its spawned process, rollouts in flight on its loop
     session.run("python", "examples/trl_async_ci.py", env=env)

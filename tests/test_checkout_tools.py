@@ -39,6 +39,9 @@ def test_a_checkout_runs_through_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     checkout = _copy(tmp_path)
     monkeypatch.setenv("PATH", f"{tools / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    # uv's default, as a user has it: noxfile.py sets UV_COMPILE_BYTECODE=1 for its own venvs, and compiling all of
+    # openenv-core's stack (gradio, FastAPI, ...) for a server started once cost 15 s more CPU than it saved
+    monkeypatch.delenv("UV_COMPILE_BYTECODE", raising=False)
     with Env.from_env(str(checkout), ready_timeout=600) as env:
         command = _provider(env).command
         assert command[:4] == [str(tools / "bin" / "uv"), "run", "--project", str(checkout)]

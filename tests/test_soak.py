@@ -7,7 +7,9 @@ import pytest
 from .soak import ASYNC_SESSIONS, SYNC_THREADS, run
 
 
-@pytest.mark.serial  # the suite's heaviest CPU user (48 sessions at full speed): it would starve other tests' timers
+# Not `serial`: it loads two processes (the clients' and the server's) at full speed for a few seconds, as many
+# other tests do, and it checks nothing against a clock. A serial test stops every suite of a CI run until all
+# their running tests end (interop's run for minutes), and CI ran this one on three legs.
 @pytest.mark.parametrize("asgi", [False, True], ids=["embedded", "asgi"])
 def test_short_soak_no_cross_talk_no_leaks(asgi: bool) -> None:
     steps = 200

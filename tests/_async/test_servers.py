@@ -158,22 +158,24 @@ async def test_openenv_core_servers_of_one_session_per_instance_and_per_pool_ses
 
     checkout = _checkout(tmp_path, monkeypatch, "grid_world_env")
     (Path(checkout) / ".venv").symlink_to(venv_python("0.3.0").parent.parent, target_is_directory=True)
+    # two of each: one more server per instance or session shows as well as three (an openenv-core server
+    # costs 5 s of CPU to start, and this runs on three suites' legs)
     cls = await environment_factory(checkout, ready_timeout=120, capacity_timeout=60)
     try:
-        instances = [cls(), cls(), cls()]
+        instances = [cls(), cls()]
         for instance in instances:
             assert "Welcome to Grid World" in (await instance.reset() or "")
             assert "Keep going" in await instance.step(action="DOWN")
         servers = servers_in(checkout)  # one server per instance, the OS says
     finally:
         await cls.close()
-    assert len(servers) == 3 and not any(alive(pid) for pid in servers)
-    async with await EnvPool.from_env(checkout, size=3, ready_timeout=120) as pool:
+    assert len(servers) == 2 and not any(alive(pid) for pid in servers)
+    async with await EnvPool.from_env(checkout, size=2, ready_timeout=120) as pool:
         servers = servers_in(checkout)
         await pool.reset()
-        results = await pool.step([{"action": "RIGHT"}] * 3)
-        assert [(r.observation["x"], r.observation["y"]) for r in results] == [(0, 1)] * 3
-    assert len(servers) == 3 and not any(alive(pid) for pid in servers)
+        results = await pool.step([{"action": "RIGHT"}] * 2)
+        assert [(r.observation["x"], r.observation["y"]) for r in results] == [(0, 1)] * 2
+    assert len(servers) == 2 and not any(alive(pid) for pid in servers)
 
 
 async def test_max_servers_puts_sessions_on_fewer_servers_that_hold_them(tmp_path: Path) -> None:
