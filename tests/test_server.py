@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import queue
+import socket
 import subprocess
 import sys
 import textwrap
@@ -835,7 +836,7 @@ def test_environment_is_abstract() -> None:
 
 
 def _start_cli(
-    args: list[str], *, cwd: Path, env: dict[str, str] | None = None
+    args: list[str], *, cwd: Path, env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()
 ) -> tuple[subprocess.Popen[str], str, threading.Thread]:
     """Start ``python -m openenv ...``; return the process and the URL of its ready line."""
     proc = subprocess.Popen(
@@ -846,6 +847,7 @@ def _start_cli(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        pass_fds=pass_fds,
     )
     lines: queue.Queue[str] = queue.Queue()
 
@@ -894,6 +896,81 @@ def test_cli_serve_echo(tmp_path: Path) -> None:
     finally:
         code = _stop_cli(proc, reader)
     assert code == 0  # SIGTERM stops it cleanly
+
+
+@pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])
+def test_cli_serve_on_a_socket_its_parent_bound(tmp_path: Path, transport: str) -> None:
+    """``serve --fd N`` (``ProcessProvider``'s ``{fd}``): the server listens on the socket the parent bound.
+
+    The parent binds (without listening) and hands the socket down: the port is the server's from the
+    bind on, and the server makes it listen with its backlog.
+    """
+    if transport == "asgi":
+        pytest.importorskip("uvicorn")
+    how = ["--asgi"] if transport == "asgi" else ["--transport", transport]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        fd = sock.fileno()
+        proc, url, reader = _start_cli(["serve", "echo", "--fd", str(fd), *how], cwd=tmp_path, pass_fds=(fd,))
+    try:
+        assert url == f"http://127.0.0.1:{port}"
+        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=5) as conn:
+            ask(conn, {"type": "reset"})
+            reply = ask(conn, {"type": "step", "data": {"message": "fd"}})
+            assert reply["data"]["observation"]["echoed_message"] == "fd"
+    finally:
+        code = _stop_cli(proc, reader)
+    assert code == 0
+
+
+@pytest.mark.parametrize("transport", ["asyncio", "threads"])
+def test_env_server_serves_once_on_a_given_socket(transport: str) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = EnvServer(EchoEnvironment, sock=sock, transport=transport)  # type: ignore[arg-type]
+    assert (server.host, server.port, server.url) == ("127.0.0.1", port, f"http://127.0.0.1:{port}")
+    with server:
+        with connect(server.ws_url, open_timeout=5) as conn:
+            ask(conn, {"type": "reset"})
+            assert ask(conn, {"type": "step", "data": {"message": "x"}})["data"]["observation"]["echoed_message"] == "x"
+    assert sock.fileno() == -1  # the server owned it: stop() closed it
+    with pytest.raises(RuntimeError, match=r"stop\(\) closed it"):
+        server.start()
+
+
+def test_env_server_refuses_a_socket_it_cannot_serve_on(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="sock must be a socket.socket or None, not int"):
+        EnvServer(EchoEnvironment, sock=3)  # type: ignore[arg-type]
+    with socket.socket() as unbound:  # listen() would pick a port on every interface
+        with pytest.raises(ValueError, match=r"must be bound to an address first"):
+            EnvServer(EchoEnvironment, sock=unbound)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        with pytest.raises(ValueError, match="must be a TCP socket"):
+            EnvServer(EchoEnvironment, sock=udp)
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.bind(str(tmp_path / "s"))
+        with pytest.raises(ValueError, match="must be a TCP socket"):
+            EnvServer(EchoEnvironment, sock=unix)
+    closed = socket.socket()
+    closed.close()
+    with pytest.raises(ValueError, match="sock is closed"):
+        EnvServer(EchoEnvironment, sock=closed)
+
+
+def test_cli_serve_fd_errors_are_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "echo", "--fd", "3", "--port", "0"]) == 2
+    assert "--fd serves on the socket it names: leave out --host and --port" in capsys.readouterr().err
+    with open(tmp_path / "file", "w") as not_a_socket:
+        assert cli.main(["serve", "echo", "--fd", str(not_a_socket.fileno())]) == 2
+        assert "is not an open socket: Socket operation on non-socket" in capsys.readouterr().err
+        assert not not_a_socket.closed and os.fstat(not_a_socket.fileno())  # left as it was
+    with socket.socket() as unbound:
+        assert cli.main(["serve", "echo", "--fd", str(unbound.fileno())]) == 2
+        assert "must be bound to an address first" in capsys.readouterr().err
+        assert unbound.fileno() >= 0  # not closed by the refusal
 
 
 @pytest.mark.parametrize("transport", ["asyncio", "threads", "asgi"])

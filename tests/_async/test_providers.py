@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import sys
 import textwrap
 import threading
@@ -28,6 +29,25 @@ async def test_from_provider_runs_and_stops_a_local_server(tmp_path: Path) -> No
         assert (await env.step({"message": "local"})).observation["echoed_message"] == "local"
         (server,) = servers_in(tmp_path)
     assert not alive(server) and servers_in(tmp_path) == set()
+
+
+async def test_for_environment_hands_its_server_a_socket_that_listens_from_the_start(tmp_path: Path) -> None:
+    """``for_environment`` binds the port itself and hands the socket down (``serve --fd``).
+
+    No other program can take the port before the server listens, and a connect is queued from the moment
+    ``start()`` returns, before the server's interpreter is up (with ``--port``, it was refused until then).
+    """
+    provider = ProcessProvider.for_environment("echo", cwd=str(tmp_path))
+    url = await provider.start()
+    try:
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=5):
+            pass
+        async with Env(url, connect_timeout=60) as env:
+            await env.reset()
+            assert (await env.step({"message": "fd"})).observation["echoed_message"] == "fd"
+    finally:
+        await provider.stop()
+    assert servers_in(tmp_path) == set()
 
 
 async def test_a_process_that_dies_on_start_says_why(tmp_path: Path) -> None:

@@ -394,6 +394,10 @@ class ProcessProvider(ServerProvider):
     def for_environment(cls, factory: str, *, max_sessions: int = 1, **kwargs: Any) -> ProcessProvider:
         """A provider serving ``module:Factory`` in a ``python -m openenv serve`` child process.
 
+        The server is handed its listening socket (``serve --fd {fd}``), bound
+        here on ``host`` and ``port`` (default: a free port): no other program
+        can take the port between the start and the server's first accept.
+
         Args:
             factory: ``module:Factory``, an [`Environment`][openenv.server.Environment] subclass or factory.
             max_sessions: the server's session limit.
@@ -402,7 +406,7 @@ class ProcessProvider(ServerProvider):
         Returns:
             The provider (not started).
         """
-        command = [sys.executable, "-m", "openenv", "serve", factory, "--host", "{host}", "--port", "{port}"]
+        command = [sys.executable, "-m", "openenv", "serve", factory, "--fd", "{fd}"]
         return cls([*command, "--max-sessions", str(max_sessions)], **kwargs)
 
     async def start(self) -> str:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._core.loader import ECHO, load_factory
-from ._common import _integer, _port, _seconds, _UsageError
+from ._common import _integer, _port, _positive_or_zero, _seconds, _UsageError
 
 #: The built-in demo environments allow 8 sessions unless told otherwise, like the OpenEnv servers
 #: whose ``server/app.py`` reads ``MAX_CONCURRENT_ENVS`` (defaults 4 or 8); any other environment
@@ -34,19 +34,35 @@ def _default_max_sessions(spec: str) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from openenv.server import EnvServer
 
+    if args.fd is not None and (args.host is not None or args.port is not None):
+        raise _UsageError("--fd serves on the socket it names: leave out --host and --port")
     try:
         factory = load_factory(args.factory)
     except (ImportError, ValueError) as exc:
         print(f"error: cannot load {args.factory!r}: {exc}", file=sys.stderr)
         return 2
     max_sessions = args.max_sessions if args.max_sessions is not None else _default_max_sessions(args.factory)
+    sock = None
+    if args.fd is not None:
+        from openenv.server._settings import listener_from_fd
+
+        try:
+            sock = listener_from_fd(args.fd)
+        except ValueError as exc:
+            print(f"error: --fd {args.fd}: {exc}", file=sys.stderr)
+            return 2
+    if args.host is None:
+        args.host = "127.0.0.1"
+    if args.port is None:
+        args.port = 8000
     if args.asgi:
-        return _serve_asgi(factory, args, max_sessions)
+        return _serve_asgi(factory, args, max_sessions, sock)
     try:
         server = EnvServer(
             factory,
             host=args.host,
             port=args.port,
+            sock=sock,
             max_sessions=max_sessions,
             idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
             max_pending=args.max_pending,
@@ -70,12 +86,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         server.serve_forever(on_ready=ready)
     except OSError as exc:
-        print(f"error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        where = f"--fd {args.fd}" if sock is not None else f"{args.host}:{args.port}"
+        print(f"error: cannot serve on {where}: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> int:
+def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int, sock: Any) -> int:
     """``serve --asgi``: the ASGI app under uvicorn (``POST /reset``, ``/step``, ``/mcp`` included)."""
     try:
         import uvicorn  # noqa: F401 - needed by uvicorn_config
@@ -89,10 +106,13 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int) -> in
         app = create_app(factory, max_sessions=max_sessions, idle_timeout=args.idle_timeout or None)
         # the embedded server's limits: handshake timeout, --max-pending (openenv.server.asgi.uvicorn_config)
         max_pending = args.max_pending if args.max_pending is not None else max(DEFAULT_MAX_PENDING, 2 * max_sessions)
+        # uvicorn --fd: it listens on its own duplicate of the socket (with the backlog), ours stays open until exit
+        where = {"fd": sock.fileno()} if sock is not None else {}
         config = uvicorn_config(
             app,
             host=args.host,
             port=args.port,
+            **where,
             max_pending=max_pending,
             log_level=args.log_level.lower(),
             backlog=args.backlog,
@@ -113,6 +133,7 @@ Stops on Ctrl-C or SIGTERM.
 
 examples:
   %(prog)s echo --port 8000
+  %(prog)s echo --fd 3          # a socket the parent bound (ProcessProvider's {fd})
   %(prog)s openenv.server.tools_demo:ToolsDemoEnvironment --port 0
   %(prog)s my_pkg.envs:ChessEnv --host 0.0.0.0 --max-sessions 8
 """
@@ -128,8 +149,16 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
         formatter_class=raw,
     )
     p_serve.add_argument("factory", metavar="MODULE:FACTORY", help="environment class or factory, or 'echo'")
-    p_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
-    p_serve.add_argument("--port", type=_port, default=8000, help="TCP port, 0 for any (default: 8000)")
+    p_serve.add_argument("--host", default=None, help="interface to bind (default: 127.0.0.1)")
+    p_serve.add_argument("--port", type=_port, default=None, help="TCP port, 0 for any (default: 8000)")
+    p_serve.add_argument(
+        "--fd",
+        type=_positive_or_zero,
+        default=None,
+        metavar="N",
+        help="serve on the bound TCP socket the parent handed down as file descriptor N, instead of "
+        "--host/--port (as uvicorn --fd): no other program can take the port in between",
+    )
     p_serve.add_argument(
         "--max-sessions",
         type=_integer,

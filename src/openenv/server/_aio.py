@@ -214,8 +214,6 @@ class AsyncioTransport:
         try:
             server = await serve(
                 self._handler,
-                settings.host,
-                settings.port,
                 process_request=self._process_request,
                 create_connection=_make_connection_class(self),
                 logger=server_logger(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import ssl as _ssl
 import threading
 from types import FrameType
@@ -31,6 +32,8 @@ __all__ = [
     "check_count",
     "check_transport",
     "check_ssl",
+    "check_listener",
+    "listener_from_fd",
     "idle_close",
     "STOP_CLOSE",
     "raise_keyboard_interrupt",
@@ -129,6 +132,56 @@ def check_ssl(value: object) -> _ssl.SSLContext | None:
     return value
 
 
+def check_listener(value: object) -> socket.socket | None:
+    """A TCP socket bound to an address (IPv4 or IPv6) for a server to listen on, or ``None``.
+
+    The server calls ``listen()`` on it with its backlog, so a bound socket that
+    does not listen yet will do; an unbound one would listen on a port the kernel
+    picks on every interface, and is refused.
+
+    Raises:
+        TypeError: not a `socket.socket`.
+        ValueError: not a stream socket of ``AF_INET``/``AF_INET6``, closed, or not bound.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, socket.socket):
+        raise TypeError(f"sock must be a socket.socket or None, not {type(value).__name__}")
+    if value.fileno() < 0:
+        raise ValueError("sock is closed")
+    try:
+        kind = value.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
+        name = value.getsockname()
+    except OSError as exc:
+        raise ValueError(f"sock is not a usable socket: {exc}") from None
+    if kind != socket.SOCK_STREAM or not isinstance(name, tuple) or len(name) < 2:
+        raise ValueError(f"sock must be a TCP socket (IPv4 or IPv6), not one bound to {name!r}")
+    if name[1] == 0:
+        raise ValueError("sock must be bound to an address first (sock.bind((host, port)))")
+    return value
+
+
+def listener_from_fd(fd: int) -> socket.socket:
+    """The listening socket a parent process handed down as file descriptor ``fd`` (``serve --fd``).
+
+    The socket owns ``fd`` from here on: closing it closes ``fd``.
+
+    Raises:
+        ValueError: ``fd`` is not an open, bound TCP socket (`check_listener`).
+    """
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise ValueError(f"file descriptor {fd} is not an open socket: {exc.strerror or exc}") from None
+    try:
+        checked = check_listener(sock)
+    except ValueError as exc:
+        sock.detach()  # not ours to close
+        raise ValueError(f"file descriptor {fd}: {exc}") from None
+    assert checked is not None
+    return checked
+
+
 # ---------------------------------------------------------------- settings
 
 
@@ -148,19 +201,27 @@ class ServerSettings:
     #: seconds a connection has to finish its handshake (websockets' ``open_timeout``; ``None``: no limit)
     handshake_timeout: float | None
     backlog: int
+    #: a socket to listen on instead of binding ``host``:``port`` (checked; its address is ``host`` and ``port``)
+    sock: socket.socket | None = None
 
     def serve_options(self) -> dict[str, Any]:
         """The keyword arguments of websockets' ``serve()`` (threading or asyncio) that these settings make.
 
-        ``backlog`` goes on to the listening socket (websockets' default: 100).
+        Where it listens: ``host`` and ``port`` with ``backlog`` (websockets' default: 100), or ``sock``,
+        made to listen with ``backlog`` here (websockets' threading server takes a given socket as it is).
         """
+        if self.sock is None:
+            where: dict[str, Any] = {"host": self.host, "port": self.port, "backlog": self.backlog}
+        else:
+            self.sock.listen(self.backlog)
+            where = {"sock": self.sock}
         return {
+            **where,
             "open_timeout": self.handshake_timeout,
             "max_size": self.max_message_size,
             "ping_interval": self.ping_interval,
             "ping_timeout": self.ping_timeout,
             "ssl": self.ssl,
-            "backlog": self.backlog,
         }
 
 

@@ -65,8 +65,6 @@ class ThreadsTransport:
         settings = self._settings
         server = _ws_serve(
             self._handle_session,
-            settings.host,
-            settings.port,
             process_request=functools.partial(process_request, self._protocol),
             create_connection=_make_connection_class(self),
             logger=server_logger(),

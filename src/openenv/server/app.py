@@ -86,6 +86,7 @@ import dataclasses
 import logging
 import os
 import signal
+import socket
 import ssl as _ssl
 import threading
 from collections.abc import Callable
@@ -103,6 +104,7 @@ from ._settings import (
     ServerSettings,
     Transport,
     check_count,
+    check_listener,
     check_seconds,
     check_ssl,
     check_transport,
@@ -192,6 +194,13 @@ class EnvServer:
         backlog: the listening socket's backlog (default 2048, uvicorn's):
             connections the kernel queues until the server accepts them, so
             a burst of connects does not wait for SYN retransmits.
+        sock: a TCP socket, already bound, to serve on instead of binding
+            ``host`` and ``port`` (which then read its address), as
+            websockets' ``serve(sock=)`` and ``uvicorn --fd`` do: a parent
+            process that binds it and hands it down leaves no moment in which
+            another program can take the port. The server makes it listen
+            (with ``backlog``) and owns it: `stop()` closes it, so the server
+            serves once (`start()` after `stop()` raises).
     """
 
     def __init__(
@@ -211,8 +220,12 @@ class EnvServer:
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         transport: Transport | None = None,
         backlog: int = DEFAULT_BACKLOG,
+        sock: socket.socket | None = None,
     ) -> None:
         backlog = check_count("backlog", backlog)
+        sock = check_listener(sock)
+        if sock is not None:
+            host, port = sock.getsockname()[:2]
         max_message_size = check_count("max_message_size", max_message_size, unit="bytes")
         idle = check_seconds("idle_timeout", idle_timeout)
         handshake = check_seconds("handshake_timeout", handshake_timeout)
@@ -235,6 +248,7 @@ class EnvServer:
             idle_timeout=idle,
             handshake_timeout=handshake,
             backlog=backlog,
+            sock=sock,
         )
         self._pending = PendingGate(max_pending)
         self._lifecycle = threading.Lock()  # serialises start()/stop()
@@ -321,11 +335,19 @@ class EnvServer:
         """Bind and serve in a background daemon thread; return ``self``.
 
         Idempotent while running. After `stop()`, ``start()`` serves again
-        on the same port (the one bound first, when ``port`` was 0).
+        on the same port (the one bound first, when ``port`` was 0); a server
+        given ``sock`` serves once.
+
+        Raises:
+            OSError: the port cannot be bound.
+            RuntimeError: a server given ``sock`` was stopped (which closed it).
         """
         with self._lifecycle:
             if self._server is not None:
                 return self
+            sock = self._settings.sock
+            if sock is not None and sock.fileno() < 0:
+                raise RuntimeError("this EnvServer served its sock and stop() closed it; give a new one a new socket")
             kind = AsyncioTransport if self._transport == "asyncio" else ThreadsTransport
             server = kind(self._settings, self._protocol, self._pending)
             port = server.start()
@@ -399,6 +421,7 @@ def serve(
     max_pending: int | None = None,
     transport: Transport | None = None,
     backlog: int = DEFAULT_BACKLOG,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``factory`` until interrupted (Ctrl-C or SIGTERM); a blocking convenience.
 
@@ -415,6 +438,8 @@ def serve(
             ``None``: 64 or twice ``max_sessions``, whichever is larger.
         transport: ``"asyncio"`` or ``"threads"`` (see [`EnvServer`][openenv.server.EnvServer]).
         backlog: the listening socket's backlog (see [`EnvServer`][openenv.server.EnvServer]).
+        sock: a bound TCP socket to serve on instead of ``host`` and ``port`` (see
+            [`EnvServer`][openenv.server.EnvServer]); closed when serving ends.
     """
     EnvServer(
         factory,
@@ -427,4 +452,5 @@ def serve(
         max_pending=max_pending,
         transport=transport,
         backlog=backlog,
+        sock=sock,
     ).serve_forever(on_ready=on_ready)
