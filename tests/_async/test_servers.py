@@ -130,6 +130,8 @@ async def test_a_pool_of_a_one_session_checkout_runs_a_server_per_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkout = _checkout(tmp_path, monkeypatch)
+    imports = tmp_path / "imports"
+    monkeypatch.setenv("SOLO_ECHO_IMPORTS", str(imports))
     async with await EnvPool.from_env(checkout, size=3, ready_timeout=60) as pool:
         servers = servers_in(checkout)
         assert len(servers) == 3
@@ -138,6 +140,8 @@ async def test_a_pool_of_a_one_session_checkout_runs_a_server_per_session(
         assert [r.observation["echoed_message"] for r in results] == ["s0", "s1", "s2"]
         assert {r.observation["server_pid"] for r in results} == servers
     assert not any(alive(pid) for pid in servers)
+    # the checkout was probed once (can this interpreter import the app?), not once per server
+    assert sorted(imports.read_text().split()) == ["probe", "server", "server", "server"]
 
 
 async def test_a_pool_over_max_servers_of_one_session_servers_says_how_many_it_needs(

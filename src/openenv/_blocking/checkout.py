@@ -74,10 +74,47 @@ def probe_current(
     ``directory``, with the server's environment: ``env`` over ``os.environ``
     (the ``env_vars`` given to ``from_env`` and the ``PYTHONPATH`` the server
     gets; ``directory`` when ``env`` sets none).  Returns ``""`` on success,
-    else the last line of the error.
+    else the last line of the error.  A success is remembered for this
+    process, for the same checkout, app module (unedited) and environment.
     """
     module = app.partition(":")[0]
     environment = {**os.environ, "PYTHONPATH": directory, **(env or {})}
+    key = (os.path.realpath(directory), module, _source_stamp(directory, module), frozenset(environment.items()))
+    with _probe_lock(key):  # the servers of a pool start at once: the first probes, the others reuse its success
+        if key in _PROBED_OK:
+            return ""
+        error = _probe(directory, module, environment, timeout)
+        if not error:
+            _PROBED_OK.add(key)
+        return error
+
+
+#: what a probe that succeeded ran: the checkout, the app module, its source file's stamp and the environment. A
+#: pool or ``environment_factory`` starts one server per session of a one-session checkout, each a new provider:
+#: one probe (a fresh interpreter importing the app's stack, 0.5 s to seconds of CPU) serves them all. A failure is
+#: not kept, so a checkout that was fixed is probed again; an edited app module is too (its stamp changed).
+_PROBED_OK: set[tuple[object, ...]] = set()
+_PROBE_LOCKS: dict[tuple[object, ...], threading.Lock] = {}
+
+
+def _probe_lock(key: tuple[object, ...]) -> threading.Lock:
+    with _INSTALL_LOCKS_GUARD:
+        return _PROBE_LOCKS.setdefault(key, threading.Lock())
+
+
+def _source_stamp(directory: str, module: str) -> tuple[int, int] | None:
+    """The app module's file (``module.py`` or its package's ``__init__.py``): size and modification time."""
+    base = os.path.join(directory, *module.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        return stat.st_size, stat.st_mtime_ns
+    return None
+
+
+def _probe(directory: str, module: str, environment: Mapping[str, str], timeout: float) -> str:
     try:
         done = subprocess.run(
             [sys.executable, "-c", _PROBE, module],
