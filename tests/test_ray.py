@@ -65,6 +65,17 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _still_answers(actor: Any) -> bool:
+    """Whether ``actor`` still runs a method (``False`` once Ray says it died)."""
+    try:
+        ray.get(actor.status.remote(), timeout=10.0)
+    except ray.exceptions.RayActorError:
+        return False
+    except ray.exceptions.GetTimeoutError:
+        return True
+    return True
+
+
 def _wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -210,7 +221,11 @@ def test_an_actor_that_dies_ends_the_wait_with_the_reason() -> None:
     provider = RayProvider("echo")
     url = provider.start()
     try:
-        ray.kill(ray.get_actor(provider.actor_name, namespace="openenv"))
+        actor = ray.get_actor(provider.actor_name, namespace="openenv")
+        ray.kill(actor)
+        # ray.kill only asks: until the kill lands, the actor still answers (its server too, healthy), and a wait
+        # that started then rightly found the server ready (seen in a loaded CI run). The stimulus is a dead actor.
+        _wait_for(lambda: not _still_answers(actor), "the killed actor still answers")
         with pytest.raises(ProviderError, match=f"actor {provider.actor_name} died") as caught:
             provider.wait_until_ready(url, 60)
         assert "ray.kill" in str(caught.value)
