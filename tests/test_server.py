@@ -926,37 +926,50 @@ def test_cli_serve_on_a_socket_its_parent_bound(tmp_path: Path, transport: str) 
 
 @pytest.mark.parametrize("transport", ["asyncio", "threads"])
 def test_env_server_serves_once_on_a_given_socket(transport: str) -> None:
+    from .test_server_limits import _listen_backlog
+
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = EnvServer(EchoEnvironment, sock=sock, transport=transport)  # type: ignore[arg-type]
+    server = EnvServer(EchoEnvironment, sock=sock, transport=transport, backlog=300)  # type: ignore[arg-type]
     assert (server.host, server.port, server.url) == ("127.0.0.1", port, f"http://127.0.0.1:{port}")
     with server:
+        assert _listen_backlog(port) == 300  # asyncio's create_server(sock=) listened again with its 100
         with connect(server.ws_url, open_timeout=5) as conn:
             ask(conn, {"type": "reset"})
             assert ask(conn, {"type": "step", "data": {"message": "x"}})["data"]["observation"]["echoed_message"] == "x"
     assert sock.fileno() == -1  # the server owned it: stop() closed it
     with pytest.raises(RuntimeError, match=r"stop\(\) closed it"):
         server.start()
+    early = socket.socket()
+    early.bind(("127.0.0.1", 0))
+    server = EnvServer(EchoEnvironment, sock=early, transport=transport)  # type: ignore[arg-type]
+    early.close()
+    with pytest.raises(RuntimeError, match=r"closed before start\(\)"):
+        server.start()
 
 
 def test_env_server_refuses_a_socket_it_cannot_serve_on(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="sock must be a socket.socket or None, not int"):
         EnvServer(EchoEnvironment, sock=3)  # type: ignore[arg-type]
+    advice = r"; pass a TCP socket bound with sock.bind\(\(host, port\)\)"
     with socket.socket() as unbound:  # listen() would pick a port on every interface
-        with pytest.raises(ValueError, match=r"must be bound to an address first"):
+        with pytest.raises(ValueError, match=r"^sock is not bound to an address" + advice):
             EnvServer(EchoEnvironment, sock=unbound)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         udp.bind(("127.0.0.1", 0))
-        with pytest.raises(ValueError, match="must be a TCP socket"):
+        with pytest.raises(ValueError, match=r"^sock is not a TCP \(stream\) socket" + advice):
             EnvServer(EchoEnvironment, sock=udp)
     with socket.socket(socket.AF_UNIX) as unix:
         unix.bind(str(tmp_path / "s"))
-        with pytest.raises(ValueError, match="must be a TCP socket"):
+        with pytest.raises(ValueError, match=r"^sock is not an IPv4 or IPv6 socket \(AF_UNIX\)"):
             EnvServer(EchoEnvironment, sock=unix)
+    with socket.create_server(("127.0.0.1", 0)) as listener, socket.create_connection(listener.getsockname()) as peer:
+        with pytest.raises(ValueError, match=r"^sock is connected to a peer, not a listener"):
+            EnvServer(EchoEnvironment, sock=peer)
     closed = socket.socket()
     closed.close()
-    with pytest.raises(ValueError, match="sock is closed"):
+    with pytest.raises(ValueError, match="^sock is closed"):
         EnvServer(EchoEnvironment, sock=closed)
 
 
@@ -964,12 +977,18 @@ def test_cli_serve_fd_errors_are_usage(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main(["serve", "echo", "--fd", "3", "--port", "0"]) == 2
     assert "--fd serves on the socket it names: leave out --host and --port" in capsys.readouterr().err
     with open(tmp_path / "file", "w") as not_a_socket:
-        assert cli.main(["serve", "echo", "--fd", str(not_a_socket.fileno())]) == 2
-        assert "is not an open socket: Socket operation on non-socket" in capsys.readouterr().err
-        assert not not_a_socket.closed and os.fstat(not_a_socket.fileno())  # left as it was
+        fd = not_a_socket.fileno()
+        assert cli.main(["serve", "echo", "--fd", str(fd)]) == 2
+        assert f"error: --fd {fd}: not an open socket (Socket operation on non-socket)\n" == capsys.readouterr().err
+        assert not not_a_socket.closed and os.fstat(fd)  # left as it was
     with socket.socket() as unbound:
-        assert cli.main(["serve", "echo", "--fd", str(unbound.fileno())]) == 2
-        assert "must be bound to an address first" in capsys.readouterr().err
+        fd = unbound.fileno()
+        assert cli.main(["serve", "echo", "--fd", str(fd)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: --fd {fd}: the socket is not bound to an address; "
+            "hand down a TCP socket bound to the address to serve on\n"
+        )
         assert unbound.fileno() >= 0  # not closed by the refusal
 
 

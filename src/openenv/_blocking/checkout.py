@@ -6,6 +6,7 @@ The decisions themselves are `openenv._core.checkout.choose_interpreter()`
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import logging
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -74,43 +76,72 @@ def probe_current(
     ``directory``, with the server's environment: ``env`` over ``os.environ``
     (the ``env_vars`` given to ``from_env`` and the ``PYTHONPATH`` the server
     gets; ``directory`` when ``env`` sets none).  Returns ``""`` on success,
-    else the last line of the error.  A success is remembered for this
-    process, for the same checkout, app module (unedited) and environment.
+    else the last line of the error.  Probes of the same checkout, app module
+    and environment share one run, and a success answers for
+    `PROBE_MEMO_SECONDS` (or until the app module's file changes).
     """
     module = app.partition(":")[0]
     environment = {**os.environ, "PYTHONPATH": directory, **(env or {})}
-    key = (os.path.realpath(directory), module, _source_stamp(directory, module), frozenset(environment.items()))
-    with _probe_lock(key):  # the servers of a pool start at once: the first probes, the others reuse its success
+    key = _probe_key(directory, module, environment)
+    with _PROBES_GUARD:
+        now = time.monotonic()
+        for old in [k for k, at in _PROBED_OK.items() if now - at > PROBE_MEMO_SECONDS]:
+            del _PROBED_OK[old]
         if key in _PROBED_OK:
             return ""
+        running = _IN_FLIGHT.get(key)
+        mine = running is None
+        if running is None:
+            running = _IN_FLIGHT[key] = concurrent.futures.Future()
+    if not mine:  # the servers of a pool start at once: the first one's probe answers them all
+        shared = running.result()
+        return shared if shared is not None else _probe(directory, module, environment, timeout)
+    error: str | None = None
+    try:
         error = _probe(directory, module, environment, timeout)
-        if not error:
-            _PROBED_OK.add(key)
         return error
+    finally:
+        with _PROBES_GUARD:
+            del _IN_FLIGHT[key]
+            if error == "":
+                _PROBED_OK[key] = time.monotonic()
+        running.set_result(error)  # None (interrupted): each waiter probes for itself
 
 
-#: what a probe that succeeded ran: the checkout, the app module, its source file's stamp and the environment. A
-#: pool or ``environment_factory`` starts one server per session of a one-session checkout, each a new provider:
-#: one probe (a fresh interpreter importing the app's stack, 0.5 s to seconds of CPU) serves them all. A failure is
-#: not kept, so a checkout that was fixed is probed again; an edited app module is too (its stamp changed).
-_PROBED_OK: set[tuple[object, ...]] = set()
-_PROBE_LOCKS: dict[tuple[object, ...], threading.Lock] = {}
+#: Seconds a successful probe answers for (`probe_current`): a pool or ``environment_factory`` starts one server per
+#: session of a one-session checkout, each from a new provider, and one probe (a fresh interpreter importing the
+#: app's stack: 0.5 s to seconds of CPU) serves them all. A failure is not kept, so a checkout that was fixed is
+#: probed again at once; a success is kept this long, or until the app module's file changes.
+PROBE_MEMO_SECONDS = 300.0
+
+_PROBES_GUARD = threading.Lock()
+#: key (`_probe_key`) -> when a probe with it succeeded (``time.monotonic()``)
+_PROBED_OK: dict[str, float] = {}
+#: key -> the probe running now (its result: the error, ``""``, or ``None`` when it was interrupted)
+_IN_FLIGHT: dict[str, concurrent.futures.Future[str | None]] = {}
 
 
-def _probe_lock(key: tuple[object, ...]) -> threading.Lock:
-    with _INSTALL_LOCKS_GUARD:
-        return _PROBE_LOCKS.setdefault(key, threading.Lock())
+def _probe_key(directory: str, module: str, environment: Mapping[str, str]) -> str:
+    """What a probe's answer depends on: the checkout, the app module and its file, the environment."""
+    facts = (os.path.realpath(directory), module, _source_stamp(directory, module), sorted(environment.items()))
+    return hashlib.sha256(repr(facts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _source_stamp(directory: str, module: str) -> tuple[int, int] | None:
-    """The app module's file (``module.py`` or its package's ``__init__.py``): size and modification time."""
-    base = os.path.join(directory, *module.split("."))
-    for path in (base + ".py", os.path.join(base, "__init__.py")):
-        try:
-            stat = os.stat(path)
-        except OSError:
-            continue
-        return stat.st_size, stat.st_mtime_ns
+    """The app module's file: its size and modification time.
+
+    ``module`` is relative to the checkout (``server.app``) or qualified with the
+    checkout's package name (``my_env.server.app``: the package is the checkout).
+    """
+    parts = module.split(".")
+    for names in [parts, parts[1:]] if len(parts) > 1 else [parts]:
+        base = os.path.join(directory, *names)
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            return stat.st_size, stat.st_mtime_ns
     return None
 
 

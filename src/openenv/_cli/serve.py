@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from typing import Any
 
@@ -58,6 +59,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.asgi:
         return _serve_asgi(factory, args, max_sessions, sock)
     try:
+        # from here the server owns sock: its stop() (or a failed start) closes it
         server = EnvServer(
             factory,
             host=args.host,
@@ -70,6 +72,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             backlog=args.backlog,
         )
     except (TypeError, ValueError) as exc:
+        if sock is not None:
+            sock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -92,8 +96,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int, sock: Any) -> int:
+def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int, sock: socket.socket | None) -> int:
     """``serve --asgi``: the ASGI app under uvicorn (``POST /reset``, ``/step``, ``/mcp`` included)."""
+    try:
+        return _serve_asgi_on(factory, args, max_sessions, sock)
+    finally:
+        if sock is not None:  # uvicorn closed it if it served; not if it never got that far
+            sock.close()
+
+
+def _serve_asgi_on(factory: Any, args: argparse.Namespace, max_sessions: int, sock: socket.socket | None) -> int:
     try:
         import uvicorn  # noqa: F401 - needed by uvicorn_config
 
@@ -106,13 +118,10 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int, sock:
         app = create_app(factory, max_sessions=max_sessions, idle_timeout=args.idle_timeout or None)
         # the embedded server's limits: handshake timeout, --max-pending (openenv.server.asgi.uvicorn_config)
         max_pending = args.max_pending if args.max_pending is not None else max(DEFAULT_MAX_PENDING, 2 * max_sessions)
-        # uvicorn --fd: it listens on its own duplicate of the socket (with the backlog), ours stays open until exit
-        where = {"fd": sock.fileno()} if sock is not None else {}
         config = uvicorn_config(
             app,
             host=args.host,
             port=args.port,
-            **where,
             max_pending=max_pending,
             log_level=args.log_level.lower(),
             backlog=args.backlog,
@@ -121,7 +130,8 @@ def _serve_asgi(factory: Any, args: argparse.Namespace, max_sessions: int, sock:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     name = app.state.protocol.name
-    serve(config, on_ready=lambda url: print(f"serving {name} on {url}", file=sys.stderr, flush=True))
+    # with --fd, the socket itself (not uvicorn's fd=, which reopens it as AF_UNIX: no TCP_NODELAY on its connections)
+    serve(config, on_ready=lambda url: print(f"serving {name} on {url}", file=sys.stderr, flush=True), sock=sock)
     return 0
 
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import queue
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -389,6 +391,10 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
 def _make_connection_class(transport: AsyncioTransport) -> type[ServerConnection]:
     """A ``ServerConnection`` subclass bound to ``transport``: the pending cap, the body parser, slot bookkeeping."""
     pending, protocol = transport._pending, transport._protocol
+    # asyncio sets TCP_NODELAY on an accepted socket only when its listener says IPPROTO_TCP, and a listener
+    # made with socket.socket() (EnvServer(sock=)) says 0: without this, replies would wait for Nagle
+    given = transport._settings.sock
+    nodelay = given is not None and given.proto != socket.IPPROTO_TCP
 
     class _Connection(ServerConnection):
         #: Whether this connection holds a reserved session slot (set by ``process_request``).
@@ -404,6 +410,11 @@ def _make_connection_class(transport: AsyncioTransport) -> type[ServerConnection
 
         def connection_made(self, transport_: asyncio.BaseTransport) -> None:
             self._accepted = transport_
+            if nodelay:
+                accepted = transport_.get_extra_info("socket")
+                if accepted is not None:
+                    with contextlib.suppress(OSError):
+                        accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             transport._transports.add(transport_)
             if not pending.enter():
                 # refused (openenv.server._refusal): websockets never sees the connection

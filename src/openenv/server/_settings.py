@@ -33,6 +33,7 @@ __all__ = [
     "check_transport",
     "check_ssl",
     "check_listener",
+    "listener_problem",
     "listener_from_fd",
     "idle_close",
     "STOP_CLOSE",
@@ -132,6 +133,28 @@ def check_ssl(value: object) -> _ssl.SSLContext | None:
     return value
 
 
+def listener_problem(sock: socket.socket) -> str | None:
+    """What keeps ``sock`` from being served on (``None``: nothing), as the end of a sentence about it."""
+    if sock.fileno() < 0:
+        return "is closed"
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return f"is not an IPv4 or IPv6 socket ({sock.family.name})"
+    try:
+        kind = sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
+        port = sock.getsockname()[1]
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if kind != socket.SOCK_STREAM:
+        return "is not a TCP (stream) socket"
+    if port == 0:
+        return "is not bound to an address"
+    try:
+        sock.getpeername()
+    except OSError:
+        return None
+    return "is connected to a peer, not a listener"
+
+
 def check_listener(value: object) -> socket.socket | None:
     """A TCP socket bound to an address (IPv4 or IPv6) for a server to listen on, or ``None``.
 
@@ -141,45 +164,38 @@ def check_listener(value: object) -> socket.socket | None:
 
     Raises:
         TypeError: not a `socket.socket`.
-        ValueError: not a stream socket of ``AF_INET``/``AF_INET6``, closed, or not bound.
+        ValueError: closed, not a TCP socket of IPv4 or IPv6, not bound, or connected.
     """
     if value is None:
         return None
     if not isinstance(value, socket.socket):
         raise TypeError(f"sock must be a socket.socket or None, not {type(value).__name__}")
-    if value.fileno() < 0:
-        raise ValueError("sock is closed")
-    try:
-        kind = value.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE)
-        name = value.getsockname()
-    except OSError as exc:
-        raise ValueError(f"sock is not a usable socket: {exc}") from None
-    if kind != socket.SOCK_STREAM or not isinstance(name, tuple) or len(name) < 2:
-        raise ValueError(f"sock must be a TCP socket (IPv4 or IPv6), not one bound to {name!r}")
-    if name[1] == 0:
-        raise ValueError("sock must be bound to an address first (sock.bind((host, port)))")
+    problem = listener_problem(value)
+    if problem is not None:
+        raise ValueError(f"sock {problem}; pass a TCP socket bound with sock.bind((host, port))")
     return value
 
 
 def listener_from_fd(fd: int) -> socket.socket:
     """The listening socket a parent process handed down as file descriptor ``fd`` (``serve --fd``).
 
-    The socket owns ``fd`` from here on: closing it closes ``fd``.
+    The socket owns ``fd`` from here on (closing it closes ``fd``), and it is
+    made non-inheritable, as a socket the server binds itself is: a program
+    the environment starts does not keep the port open after the server ends.
 
     Raises:
-        ValueError: ``fd`` is not an open, bound TCP socket (`check_listener`).
+        ValueError: ``fd`` is not an open TCP socket bound to an address (`listener_problem`).
     """
     try:
         sock = socket.socket(fileno=fd)
     except OSError as exc:
-        raise ValueError(f"file descriptor {fd} is not an open socket: {exc.strerror or exc}") from None
-    try:
-        checked = check_listener(sock)
-    except ValueError as exc:
+        raise ValueError(f"not an open socket ({exc.strerror or exc})") from None
+    problem = listener_problem(sock)
+    if problem is not None:
         sock.detach()  # not ours to close
-        raise ValueError(f"file descriptor {fd}: {exc}") from None
-    assert checked is not None
-    return checked
+        raise ValueError(f"the socket {problem}; hand down a TCP socket bound to the address to serve on")
+    sock.set_inheritable(False)
+    return sock
 
 
 # ---------------------------------------------------------------- settings
@@ -212,9 +228,9 @@ class ServerSettings:
         """
         if self.sock is None:
             where: dict[str, Any] = {"host": self.host, "port": self.port, "backlog": self.backlog}
-        else:
+        else:  # the asyncio server's create_server(sock=) listens again, with its backlog argument (default 100)
             self.sock.listen(self.backlog)
-            where = {"sock": self.sock}
+            where = {"sock": self.sock, "backlog": self.backlog}
         return {
             **where,
             "open_timeout": self.handshake_timeout,

@@ -199,8 +199,9 @@ class EnvServer:
             websockets' ``serve(sock=)`` and ``uvicorn --fd`` do: a parent
             process that binds it and hands it down leaves no moment in which
             another program can take the port. The server makes it listen
-            (with ``backlog``) and owns it: `stop()` closes it, so the server
-            serves once (`start()` after `stop()` raises).
+            (with ``backlog``) and owns it: `stop()` (or a failed `start()`)
+            closes it, so the server serves once (`start()` after `stop()`
+            raises).
     """
 
     def __init__(
@@ -251,6 +252,7 @@ class EnvServer:
             sock=sock,
         )
         self._pending = PendingGate(max_pending)
+        self._served_sock = False  # whether a start() served the given sock (then stop() closed it)
         self._lifecycle = threading.Lock()  # serialises start()/stop()
         self._server: ThreadsTransport | AsyncioTransport | None = None
         self._thread: threading.Thread | None = None
@@ -339,18 +341,27 @@ class EnvServer:
         given ``sock`` serves once.
 
         Raises:
-            OSError: the port cannot be bound.
-            RuntimeError: a server given ``sock`` was stopped (which closed it).
+            OSError: the port cannot be bound (a given ``sock`` is closed then).
+            RuntimeError: a server given ``sock`` was stopped (which closed it),
+                or the socket was closed before this start.
         """
         with self._lifecycle:
             if self._server is not None:
                 return self
             sock = self._settings.sock
             if sock is not None and sock.fileno() < 0:
-                raise RuntimeError("this EnvServer served its sock and stop() closed it; give a new one a new socket")
+                if self._served_sock:
+                    raise RuntimeError("this EnvServer served its sock, and stop() closed it; make a new one")
+                raise RuntimeError("the sock given to this EnvServer was closed before start()")
             kind = AsyncioTransport if self._transport == "asyncio" else ThreadsTransport
             server = kind(self._settings, self._protocol, self._pending)
-            port = server.start()
+            try:
+                port = server.start()
+            except BaseException:
+                if sock is not None:  # the server owns it: a failed start leaves nothing listening
+                    sock.close()
+                raise
+            self._served_sock = sock is not None
             self._settings = dataclasses.replace(self._settings, port=port)  # the same port on a later start()
             self._server, self._thread = server, server.thread
         logger.info("serving %s on %s (max_sessions=%d)", self._factory_name, self.url, self._protocol.max_sessions)

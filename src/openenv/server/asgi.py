@@ -76,6 +76,7 @@ import functools
 import json
 import logging
 import queue
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -103,6 +104,7 @@ from ._settings import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_PENDING,
     check_count,
+    check_listener,
     check_seconds,
     idle_close,
     raise_keyboard_interrupt,
@@ -573,7 +575,9 @@ def _read_ahead_ws() -> type[asyncio.Protocol] | str:
     return ReadAheadWebSockets
 
 
-def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = None) -> None:
+def serve(
+    config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = None, sock: socket.socket | None = None
+) -> None:
     """Serve until Ctrl-C or ``SIGTERM``, as ``python -m openenv serve --asgi`` does.
 
     ``uvicorn.Server(config).run()`` (blocking: it runs its own event loop),
@@ -586,8 +590,16 @@ def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = 
     Args:
         config: uvicorn's settings, best made by [`uvicorn_config()`][openenv.server.asgi.uvicorn_config].
         on_ready: called with the base URL (``http://127.0.0.1:PORT``) once the socket listens.
+        sock: a bound TCP socket to serve on instead of the config's ``host``
+            and ``port`` (``python -m openenv serve --asgi --fd N``); uvicorn
+            makes it listen with the config's backlog and closes it at shutdown.
+
+    Raises:
+        ValueError: ``sock`` is not a bound TCP socket.
     """
     import uvicorn
+
+    check_listener(sock)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
@@ -604,7 +616,7 @@ def serve(config: uvicorn.Config, *, on_ready: Callable[[str], object] | None = 
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, raise_keyboard_interrupt) if in_main else None
     try:
-        Server(config).run()
+        Server(config).run(sockets=[sock] if sock is not None else None)
     except KeyboardInterrupt:
         logger.info("interrupted; stopped")
     finally:

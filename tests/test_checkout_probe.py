@@ -1,0 +1,78 @@
+"""The checkout probe's memo (``openenv._blocking.checkout.probe_current``).
+
+A pool or ``environment_factory`` starts one server per session of a one-session
+checkout, each from a new provider; one probe (a fresh interpreter importing the
+app) answers for them all.  These run the real probe on a checkout whose app
+records each import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openenv._blocking import checkout
+
+_RECORD = "import os\nwith open(os.environ['PROBES'], 'a') as out:\n    out.write('probe\\n')\n"
+
+
+def _checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> Path:
+    monkeypatch.setenv("PROBES", str(tmp_path / "probes"))
+    root = tmp_path / "probe_env"
+    (root / "server").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "server" / "__init__.py").write_text("")
+    (root / "server" / "app.py").write_text(_RECORD + extra)
+    return root
+
+
+def _probes(tmp_path: Path) -> int:
+    probes = tmp_path / "probes"
+    return probes.read_text().count("probe") if probes.exists() else 0
+
+
+def _edit(root: Path) -> None:
+    app = root / "server" / "app.py"
+    app.write_text(app.read_text() + "# edited\n")  # another size: a new stamp whatever the clock's resolution
+
+
+def test_a_success_answers_until_the_app_changes_or_it_expires(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _checkout(tmp_path, monkeypatch)
+    assert checkout.probe_current(str(root), "server.app:app") == ""
+    assert checkout.probe_current(str(root), "server.app:app") == ""
+    assert _probes(tmp_path) == 1  # the second start of the checkout reused the first probe
+    _edit(root)
+    assert checkout.probe_current(str(root), "server.app:app") == ""
+    assert _probes(tmp_path) == 2  # an edited app is probed again
+    monkeypatch.setattr(checkout, "PROBE_MEMO_SECONDS", 0.0)
+    assert checkout.probe_current(str(root), "server.app:app") == ""
+    assert _probes(tmp_path) == 3  # and one that answered long enough ago
+
+
+def test_an_app_named_through_the_checkouts_package_is_stamped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenEnv's layout: the checkout is the package (probe_env.server.app), found through its parent
+    root = _checkout(tmp_path, monkeypatch)
+    env = {"PYTHONPATH": str(tmp_path)}
+    assert checkout.probe_current(str(root), "probe_env.server.app:app", env=env) == ""
+    assert checkout.probe_current(str(root), "probe_env.server.app:app", env=env) == ""
+    assert _probes(tmp_path) == 1
+    _edit(root)
+    assert checkout.probe_current(str(root), "probe_env.server.app:app", env=env) == ""
+    assert _probes(tmp_path) == 2
+
+
+def test_a_failure_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _checkout(tmp_path, monkeypatch, "raise RuntimeError('the app is broken')\n")
+    assert "the app is broken" in checkout.probe_current(str(root), "server.app:app")
+    assert "the app is broken" in checkout.probe_current(str(root), "server.app:app")
+    assert _probes(tmp_path) == 2  # a checkout fixed meanwhile would have been found fixed
+
+
+def test_another_environment_is_probed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _checkout(tmp_path, monkeypatch, "import os\nassert os.environ.get('MODE') != 'broken', 'MODE'\n")
+    assert checkout.probe_current(str(root), "server.app:app", env={"MODE": "ok"}) == ""
+    assert "MODE" in checkout.probe_current(str(root), "server.app:app", env={"MODE": "broken"})
+    assert _probes(tmp_path) == 2
