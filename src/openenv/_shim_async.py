@@ -23,6 +23,7 @@ __all__ = [
     "sleep",
     "run_blocking",
     "run_cleanup",
+    "run_settled",
     "run_all",
     "ws_connect",
     "ws_recv",
@@ -51,6 +52,20 @@ async def sleep(seconds: float) -> None:
 async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking call in a worker thread."""
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def run_settled(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call in a worker thread to its end: a cancelled caller waits for it, then is cancelled.
+
+    For a call whose outcome the caller's cleanup needs (a process it started, where ``stop()`` finds it):
+    ``to_thread`` alone hands the cancellation over while the thread still runs.
+    """
+    call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        await asyncio.wait([call])
+        raise
 
 
 async def run_cleanup(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -23,6 +23,7 @@ __all__ = [
     "sleep",
     "run_blocking",
     "run_cleanup",
+    "run_settled",
     "run_all",
     "ws_connect",
     "ws_recv",
@@ -47,6 +48,11 @@ def sleep(seconds: float) -> None:
 
 def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking call (directly: there is no event loop to protect)."""
+    return fn(*args, **kwargs)
+
+
+def run_settled(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call (directly: it always runs to its end)."""
     return fn(*args, **kwargs)
 
 

@@ -28,7 +28,7 @@ from .._core.containers import container_labels, new_container_name, new_session
 from .._core.errors import ContainerExited, ProviderError, ReadinessTimeout, exception_line
 from .._core.options import ClientOptions, VerifyTypes, check_timeout
 from .._core.urls import parse_base_url, redact_url
-from .._shim_async import run_blocking, run_cleanup, sleep
+from .._shim_async import run_blocking, run_cleanup, run_settled, sleep
 from .http import http_client
 
 __all__ = ["Provider", "ServerProvider", "DockerProvider", "ProcessProvider", "CheckoutProvider"]
@@ -411,7 +411,8 @@ class ProcessProvider(ServerProvider):
 
     async def start(self) -> str:
         """Start the process and return its URL."""
-        await run_blocking(self._spawn)
+        # to its end even when the caller is cancelled: the process it starts is then where stop() finds it
+        await run_settled(self._spawn)
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
