@@ -290,9 +290,10 @@ def test_ctrl_c_at_any_point_of_docker_bootstrap_leaves_nothing(docker_engine: A
 def _registered(where: Path, count: int) -> bool:
     """Whether ``count`` servers run in ``where`` and each is registered (its provider's start is over)."""
     from openenv._blocking.process_registry import list_records
+    from openenv._blocking.procfs import process_start_time
 
-    servers = servers_in(where)
-    return len(servers) == count and servers <= {record.pid for record in list_records()}
+    servers = {(pid, process_start_time(pid)) for pid in servers_in(where)}  # PIDs wrap: with start times
+    return len(servers) == count and servers <= {(record.pid, record.start_time) for record in list_records()}
 
 
 def _ctrl_c_when(condition: Callable[[], bool], timeout: float = 30.0) -> threading.Thread:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from openenv._blocking import process_registry
+from openenv._blocking.procfs import process_start_time
+from openenv._core.lifetimes import parse_start_time
 from openenv.aio import CapacityReached, ConnectError, Env, EnvPool, PoolError, SessionLost, environment_factory
 
 from ..envs import BOOT, IN_TIME
@@ -48,10 +50,25 @@ def _group(pgid: int) -> list[int]:
     return found
 
 
-def _let_go(pid: int) -> bool:
-    """Whether server ``pid`` is gone and no provider holds it any more: reaped (not even a zombie of
-    this process) and out of the registry ``python -m openenv prune`` reads (its lease released)."""
-    return not os.path.exists(f"/proc/{pid}") and all(r.pid != pid for r in process_registry.list_records())
+def _started(pid: int) -> int:
+    """The start time of process ``pid``: with its PID, what names it (PIDs are reused, 32,768 of them here)."""
+    start = process_start_time(pid)
+    assert start is not None, f"process {pid} is not running"
+    return start
+
+
+def _let_go(pid: int, start: int) -> bool:
+    """Whether server (``pid``, ``start``) is gone and no provider holds it any more: reaped (not even a
+    zombie of this process) and out of the registry ``python -m openenv prune`` reads (its lease released).
+
+    By start time as well as PID: in a CI run the PIDs wrap, so another process (or a record another
+    test's killed owner left behind) may carry the same PID."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            running = parse_start_time(handle.read()) == start  # a zombie too: it has its start time
+    except OSError:
+        running = False
+    return not running and all((r.pid, r.start_time) != (pid, start) for r in process_registry.list_records())
 
 
 async def test_environment_factory_starts_a_server_per_session_of_a_one_session_checkout(
@@ -318,13 +335,14 @@ async def test_environment_factory_replaces_a_server_that_died(tmp_path: Path, m
         servers = servers_in(checkout)
         assert len(servers) == 2
         (pid,) = await _served_by([a])
+        start = _started(pid)
         (kept,) = servers - {pid}
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(
             SessionLost, match=r"(?s)the server of this \w+ instance died.*next reset\(\) starts a new server.*code -9"
         ):
             await a.step(message="lost")
-        assert _let_go(pid)  # reaped, its lease released
+        assert _let_go(pid, start)  # reaped, its lease released
         await until(lambda: not _group(pid))  # nothing left of its process group (the lifeline's watcher)
         assert servers_in(checkout) == {kept}
         assert "m1" in (await b.step(message="m1"))  # the other instance never noticed
@@ -372,6 +390,7 @@ async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
         first = await pool.reset()
         dead = pool.providers[0]
         pid = first[0].observation["server_pid"]
+        start = _started(pid)
         assert {r.observation["server_pid"] for r in first} == {pid}  # one server for both sessions
         assert [p is dead for p in pool.providers] == [True, True]
         os.kill(pid, signal.SIGKILL)
@@ -383,7 +402,7 @@ async def test_a_pool_replaces_each_session_of_a_shared_server_that_died(
         assert "ready" in str((await pool.replace(1)).observation)
         assert [p is dead for p in pool.providers] == [False, False]
         assert pool.providers[0] is pool.providers[1]  # max_servers=1 holds: both moved to the one new server
-        assert _let_go(pid)  # the dead one was stopped (reaped, its lease released) once no session named it
+        assert _let_go(pid, start)  # the dead one was stopped (reaped, its lease released) once no session named it
         after = await pool.step([{"message": "c"}, {"message": "d"}])
         assert len({r.observation["server_pid"] for r in after} - {pid}) == 1
 

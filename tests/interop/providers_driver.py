@@ -17,6 +17,7 @@ from typing import Any
 
 import openenv.sync as ours
 from openenv._blocking import process_registry
+from openenv._blocking.procfs import process_start_time
 from openenv.core.containers.runtime import providers as upstream  # type: ignore[import-untyped, unused-ignore]
 from openenv.core.containers.runtime.uv_provider import UVProvider  # type: ignore[import-untyped, unused-ignore]
 
@@ -38,11 +39,13 @@ def uv_part() -> None:
         out["uv_cwd"] = provider.cwd
         out["uv_env"] = provider.env.get("ECHO_PREFIX")
         pid = provider.pid
-        out["uv_registered"] = any(r.pid == pid for r in process_registry.list_records())
+        # by PID and start time: PIDs wrap in a CI run, and a record another test's killed owner left may carry it
+        name = (pid, process_start_time(pid))
+        out["uv_registered"] = any((r.pid, r.start_time) == name for r in process_registry.list_records())
         env.reset()
         out["uv_step"] = env.step({"message": "hi"}).observation
     # this server's record (the registry folder is the user's: other suites' servers are in it too)
-    out["uv_left"] = [r.pid for r in process_registry.list_records() if r.pid == pid]
+    out["uv_left"] = [r.pid for r in process_registry.list_records() if (r.pid, r.start_time) == name]
 
 
 if checkout:
