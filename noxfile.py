@@ -61,11 +61,18 @@ import nox.virtualenv
 nox.options.default_venv_backend = "uv|venv"
 # uv never downloads an interpreter: a missing python3.X fails the leg (--error-on-missing-interpreters)
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
-# uv compiles what it installs to bytecode, as pip does. The suites start many fresh interpreters
-# (servers, CLI runs, children, released clients and servers), and where PYTHONDONTWRITEBYTECODE is set
-# (these machines) each would compile every module it imports again: our stack costs 0.95 s of CPU to
-# import that way, 0.41 s compiled; openenv-core 0.3.0's server (FastAPI, gradio) 9.5 s, 4.7 s compiled.
-os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
+# Bytecode. The suites start many fresh interpreters (servers, CLI runs, children, released clients
+# and servers). Where PYTHONDONTWRITEBYTECODE is set (these machines' default), no interpreter writes the
+# bytecode of what it imports, so each would compile every module it imports again (our stack: 0.95 s of
+# CPU to import that way, 0.41 s compiled; openenv-core 0.3.0's server, FastAPI and gradio: 9.5 s, 4.7 s):
+# then uv compiles everything it installs, as pip does. Where it is not set (.ci/run unsets it), the first
+# interpreter that imports a module writes its bytecode and the others read it: installs skip compiling
+# (uv by default; pip: PIP_COMPILE=0), which is cheaper, since most installed modules are never imported
+# (compiling all of openenv-core 0.3.0's venv, 8,700 files: 27 s of CPU, in each of five release venvs).
+if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
+else:
+    os.environ.setdefault("PIP_COMPILE", "0")
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "typecheck", "tests"]
 
