@@ -831,6 +831,33 @@ def test_ctrl_c_during_a_long_run_is_one_line_and_exit_130_and_its_memory_does_n
     assert lines == ["interrupted"]
 
 
+LOST_CTRL_C = """\
+class Finalized:
+    def __del__(self):
+        raise KeyboardInterrupt  # as SIGINT would, landing while the collector runs a finalizer
+
+Finalized()  # collected at once: Python reports the interrupt as "Exception ignored" and goes on
+import time
+
+time.sleep(30)  # what runs next: the interrupt, sent again, ends it
+raise ImportError("the interrupt was lost")
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_ends_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python cannot raise a KeyboardInterrupt inside a finalizer: it prints a traceback and goes on.
+    The command line raises it again at once: one line and 130, as for any Ctrl-C."""
+    (tmp_path / "lost_ctrl_c.py").write_text(LOST_CTRL_C)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    started = time.monotonic()
+    code, out, err = _run(capsys, "serve", "lost_ctrl_c:factory")
+    assert (code, out, err) == (130, "", "interrupted\n")
+    assert time.monotonic() - started < 20  # at once, not after the module's sleep
+    assert [t for t in threading.enumerate() if t.name == "openenv-ctrl-c"] == []
+
+
 def test_ctrl_c_while_tools_waits_for_a_full_server_is_one_line(server_factory: ServerFactory) -> None:
     """``tools URL`` waiting for a session of a full server: SIGINT ends it with one line and 130."""
     import signal

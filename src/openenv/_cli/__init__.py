@@ -62,7 +62,7 @@ from typing import NoReturn
 from .._core.cli import did_you_mean
 from .._core.loader import load_factory
 from . import inspect, prune, run, serve
-from ._common import _prog, _UsageError
+from ._common import _prog, _UsageError, ctrl_c_never_lost
 
 __all__ = ["main", "build_parser", "load_factory"]
 
@@ -134,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s")
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        with ctrl_c_never_lost():
+            return func(args)
     except _UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

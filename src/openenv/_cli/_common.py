@@ -24,6 +24,62 @@ class _UsageError(Exception):
     """A bad command line (exit status 2)."""
 
 
+@contextlib.contextmanager
+def ctrl_c_never_lost() -> Iterator[None]:
+    """Within the block, a Ctrl-C that Python would lose is delivered again.
+
+    SIGINT raises ``KeyboardInterrupt`` in the main thread at its next bytecode.  When that
+    bytecode belongs to a finalizer the garbage collector runs (a weakref callback, a
+    ``__del__``), Python cannot raise it there: it prints "Exception ignored in ...", a traceback
+    and ``KeyboardInterrupt`` on stderr, and the command goes on as if nothing was pressed.  Here
+    nothing is printed, and a helper thread sends SIGINT to the main thread again (from outside:
+    sent from the hook, it would land in the hook), as a user would press Ctrl-C again; one lost
+    again is sent again.  At the latest when the block ends, a lost one is raised.  Other
+    unraisable exceptions go to the previous hook.
+    """
+    import _thread
+    import signal
+    import threading
+
+    main = threading.main_thread().ident
+    read_end, write_end = os.pipe()  # the hook only writes a byte: no lock a finalizer could already hold
+    os.set_blocking(write_end, False)
+
+    def send_again() -> None:
+        while os.read(read_end, 1):  # b"" once the block ended and the write end is closed
+            if hasattr(signal, "pthread_kill") and main is not None:
+                signal.pthread_kill(main, signal.SIGINT)  # a signal: it also ends a blocking wait there
+            else:  # pragma: no cover - Windows
+                _thread.interrupt_main()
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            with contextlib.suppress(OSError):  # (a full pipe: one is on its way already)
+                os.write(write_end, b"!")
+            return
+        previous(unraisable)
+
+    sender = threading.Thread(target=send_again, name="openenv-ctrl-c", daemon=True)
+    sender.start()
+    sys.unraisablehook = hook
+    interrupted = False
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+        os.close(write_end)
+        while sender.is_alive():  # it sends what is left, then ends
+            try:
+                sender.join()
+            except KeyboardInterrupt:  # one it sent just now
+                interrupted = True
+        os.close(read_end)
+    if interrupted:
+        raise KeyboardInterrupt
+
+
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
