@@ -214,6 +214,47 @@ def test_asgi_bodies_up_to_the_limit_are_served(asgi_server_factory: Any) -> Non
         asgi_server_factory(CounterEnv, max_body_size=-1)
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_a_little_too_large_is_read_before_its_413(asgi_server_factory: Any, chunked: bool) -> None:
+    """The 413 closes the connection. Closed while the client still sends its body, the connection is reset,
+    and a reset can destroy the 413 before the client reads it (a CI run saw "Connection reset by peer"
+    instead of the 413). So a body that ends within DRAIN_LIMIT past the limit is read whole first."""
+    server = asgi_server_factory(CounterEnv, max_body_size=1000)
+    port = int(server.url.rsplit(":", 1)[1])
+    body = b'{"start": 1, "pad": "' + b"x" * 5000 + b'"}'
+    head = b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    if chunked:  # the first chunks go past the limit; the body's end comes later
+        first = head + b"Transfer-Encoding: chunked\r\n\r\n"
+        first += b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:600], body[600:]))
+        rest = b"0\r\n\r\n"
+    else:  # the head says how large; the body comes later
+        first, rest = head + b"Content-Length: %d\r\n\r\n" % len(body), body
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(first)
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # no 413 (and close) while the body is still to come
+            sock.recv(1)
+        sock.settimeout(30)
+        sock.sendall(rest)
+        answer = b""
+        while chunk := sock.recv(65536):  # the 413, then a plain end (a reset would raise here)
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert b"at most 1000 bytes" in answer
+
+
+def test_a_body_far_too_large_is_refused_unread(asgi_server_factory: Any) -> None:
+    """Past DRAIN_LIMIT, the 413 comes at once, before the body (which is never read: flat memory)."""
+    from openenv.server.asgi import DRAIN_LIMIT
+
+    server = asgi_server_factory(CounterEnv, max_body_size=1000)
+    port = int(server.url.rsplit(":", 1)[1])
+    head = b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1000 + DRAIN_LIMIT + 1)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413 ")
+
+
 #: Server RSS may grow by at most this much while a 256 MiB body is thrown at it.
 RSS_BOUND_MB = 48.0
 

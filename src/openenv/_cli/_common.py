@@ -44,9 +44,12 @@ def ctrl_c_never_lost() -> Iterator[None]:
     main = threading.main_thread().ident
     read_end, write_end = os.pipe()  # the hook only writes a byte: no lock a finalizer could already hold
     os.set_blocking(write_end, False)
+    in_hook = [False]  # an interrupt raised inside the hook would be lost for good
 
     def send_again() -> None:
         while os.read(read_end, 1):  # b"" once the block ended and the write end is closed
+            while in_hook[0]:  # (the hook's write releases the GIL: this thread may run before it returns)
+                time.sleep(0.001)
             if hasattr(signal, "pthread_kill") and main is not None:
                 signal.pthread_kill(main, signal.SIGINT)  # a signal: it also ends a blocking wait there
             else:  # pragma: no cover - Windows
@@ -55,11 +58,15 @@ def ctrl_c_never_lost() -> Iterator[None]:
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            with contextlib.suppress(OSError):  # (a full pipe: one is on its way already)
-                os.write(write_end, b"!")
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous(unraisable)
             return
-        previous(unraisable)
+        in_hook[0] = True
+        try:
+            os.write(write_end, b"!")
+        except OSError:  # a full pipe: one is on its way already
+            pass
+        in_hook[0] = False
 
     sender = threading.Thread(target=send_again, name="openenv-ctrl-c", daemon=True)
     sender.start()

@@ -37,8 +37,11 @@ Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
   closes the connection with ``1009`` "too many fragments", as the embedded
   server does (under [`uvicorn_config()`][openenv.server.asgi.uvicorn_config]);
 * a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
-  connection is closed: at once, unread, when its ``Content-Length`` says so;
-  a chunked body is read up to the limit and no further;
+  connection is closed; a body that ends within 1 MiB past the limit
+  (``DRAIN_LIMIT``) is read and dropped first, so that the ``413`` reaches the
+  client (a connection closed on unread bytes is reset, and the reset can
+  destroy the answer); a larger one is refused at once, unread when its
+  ``Content-Length`` says so, a chunked one cut off 1 MiB past the limit;
 * a session made by ``openenv/session/create`` that nothing uses (no
   ``POST /mcp`` call on it, no attached WebSocket) for ``idle_timeout`` seconds
   is ended and its slot freed (checked every ``idle_timeout / 10`` seconds, at
@@ -341,15 +344,39 @@ def create_app(
     return app
 
 
+#: How far past ``max_body_size`` a refused body is still read (and dropped) before the ``413``.
+#: The connection is closed after a ``413``; closed with request bytes unread, the kernel resets it,
+#: and a reset can destroy the ``413`` in the client's buffers before the client reads it (a client
+#: then sees "connection reset" instead of the reason).  A body up to this much too large is read
+#: whole, so its ``413`` arrives; a larger one is refused at once, unread (flat memory either way).
+DRAIN_LIMIT = 1 << 20
+
+
 async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or ``None`` when it is larger than ``limit`` (then read no further, or not at all)."""
+    """The request body, or ``None`` when it is larger than ``limit``.
+
+    A refused body is drained (read and dropped) when it ends within ``DRAIN_LIMIT`` bytes past
+    ``limit``; beyond that it is left unread (with ``Content-Length``, not read at all).
+    """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        return None  # refused unread
+        expects = request.headers.get("expect", "").lower() == "100-continue"  # the body was not sent
+        if expects or int(declared) > limit + DRAIN_LIMIT:
+            return None  # refused unread
+        async for _ in request.stream():
+            pass
+        return None
     body = bytearray()
-    async for chunk in request.stream():
+    stream = request.stream()
+    async for chunk in stream:
         body += chunk
         if len(body) > limit:
+            read = len(body)
+            del body
+            async for chunk in stream:  # drained up to DRAIN_LIMIT past the limit, then left
+                read += len(chunk)
+                if read > limit + DRAIN_LIMIT:
+                    break
             return None
     return bytes(body)
 
