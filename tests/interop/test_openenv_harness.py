@@ -50,7 +50,7 @@ def driven(providers_python: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         [str(providers_python), str(DRIVER), _docs_block()],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # 20 s on a quiet machine; beside CI's other lanes it took 237-352 s, and once over 300 s
         env=env,
         cwd=tmp_path_factory.mktemp("harness"),
     )

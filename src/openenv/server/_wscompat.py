@@ -98,15 +98,30 @@ def read_after_fail(connection: Any) -> None:
     """
     protocol = connection.protocol
     fail = protocol.fail
+    failed = [False]
+    assembler: Any = getattr(connection, "recv_messages", None)  # websockets' Assembler (both flavours)
+    if assembler is not None and hasattr(assembler, "pause"):
+        pause = assembler.pause
+
+        # The threading connection's reader puts every frame of a chunk it read, and the last of those may
+        # pause it again after the resume below (a CI run held a slot for the whole close_timeout so): once
+        # the connection failed, the assembler never pauses it (put() calls this under its mutex).
+        def pause_unless_failed() -> None:
+            if failed[0]:
+                assembler.paused = False
+                return
+            pause()
+
+        assembler.pause = pause_unless_failed
 
     def fail_then_read(*args: Any, **kwargs: Any) -> None:
+        failed[0] = True
         fail(*args, **kwargs)
         transport = getattr(connection, "transport", None)
         if transport is not None:  # asyncio
             if not transport.is_closing():
                 transport.resume_reading()
             return
-        assembler = getattr(connection, "recv_messages", None)  # threads: websockets.sync.messages.Assembler
         mutex = getattr(assembler, "mutex", None)
         if assembler is None or mutex is None or not hasattr(assembler, "paused"):
             return

@@ -38,10 +38,11 @@ Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
   server does (under [`uvicorn_config()`][openenv.server.asgi.uvicorn_config]);
 * a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
   connection is closed; a body that ends within 1 MiB past the limit
-  (``DRAIN_LIMIT``) is read and dropped first, so that the ``413`` reaches the
-  client (a connection closed on unread bytes is reset, and the reset can
-  destroy the answer); a larger one is refused at once, unread when its
-  ``Content-Length`` says so, a chunked one cut off 1 MiB past the limit;
+  (``DRAIN_LIMIT``) is read and dropped first, while its parts keep coming (a
+  pause of 5 s ends it), so that the ``413`` reaches the client (a connection
+  closed on unread bytes is reset, and the reset can destroy the answer); one
+  whose ``Content-Length`` says more gets its ``413`` unread, and a chunked one
+  is cut off 1 MiB past the limit;
 * a session made by ``openenv/session/create`` that nothing uses (no
   ``POST /mcp`` call on it, no attached WebSocket) for ``idle_timeout`` seconds
   is ended and its slot freed (checked every ``idle_timeout / 10`` seconds, at
@@ -90,7 +91,7 @@ from urllib.parse import parse_qsl
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -350,35 +351,41 @@ def create_app(
 #: then sees "connection reset" instead of the reason).  A body up to this much too large is read
 #: whole, so its ``413`` arrives; a larger one is refused at once, unread (flat memory either way).
 DRAIN_LIMIT = 1 << 20
+#: While a refused body is drained, the longest wait for its next part: a client that stopped
+#: sending (a chunked body it never ends) gets its ``413`` after this, not never.
+DRAIN_PAUSE = 5.0
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
     """The request body, or ``None`` when it is larger than ``limit``.
 
-    A refused body is drained (read and dropped) when it ends within ``DRAIN_LIMIT`` bytes past
-    ``limit``; beyond that it is left unread (with ``Content-Length``, not read at all).
+    A refused body is drained (read and dropped) up to ``DRAIN_LIMIT`` bytes past ``limit``,
+    while its parts keep coming (``DRAIN_PAUSE``); one declared larger than that is not read at all.
     """
     declared = request.headers.get("content-length", "")
+    stream = request.stream()
     if declared.isdigit() and int(declared) > limit:
         expects = request.headers.get("expect", "").lower() == "100-continue"  # the body was not sent
-        if expects or int(declared) > limit + DRAIN_LIMIT:
-            return None  # refused unread
-        async for _ in request.stream():
-            pass
+        if not expects and int(declared) <= limit + DRAIN_LIMIT:
+            await _drain(stream, 0, limit + DRAIN_LIMIT)
         return None
     body = bytearray()
-    stream = request.stream()
     async for chunk in stream:
         body += chunk
         if len(body) > limit:
-            read = len(body)
-            del body
-            async for chunk in stream:  # drained up to DRAIN_LIMIT past the limit, then left
-                read += len(chunk)
-                if read > limit + DRAIN_LIMIT:
-                    break
+            await _drain(stream, len(body), limit + DRAIN_LIMIT)
             return None
     return bytes(body)
+
+
+async def _drain(stream: AsyncIterator[bytes], read: int, most: int) -> None:
+    """Read and drop ``stream`` until it ends, ``most`` bytes were read, or a part takes ``DRAIN_PAUSE``."""
+    while read <= most:
+        try:
+            chunk = await asyncio.wait_for(stream.__anext__(), DRAIN_PAUSE)
+        except (StopAsyncIteration, asyncio.TimeoutError, ClientDisconnect):
+            return
+        read += len(chunk)
 
 
 def _too_large(limit: int) -> Response:
