@@ -34,31 +34,38 @@ def ctrl_c_never_lost() -> Iterator[None]:
     and ``KeyboardInterrupt`` on stderr, and the command goes on as if nothing was pressed.  Here
     nothing is printed, and a helper thread sends SIGINT to the main thread again (from outside:
     sent from the hook, it would land in the hook), as a user would press Ctrl-C again; one lost
-    again is sent again.  At the latest when the block ends, a lost one is raised.  Other
-    unraisable exceptions go to the previous hook.
+    again is sent again.  One still on its way when the block ends is raised as it ends (SIGINT is
+    held back while the helper is stopped).  Other unraisable exceptions go to the previous hook.
+    Only in the main thread (the one SIGINT interrupts) and where threads can be signalled (POSIX);
+    elsewhere the block runs as is.
     """
-    import _thread
     import signal
     import threading
 
-    main = threading.main_thread().ident
+    main = threading.main_thread()
+    if threading.current_thread() is not main or not hasattr(signal, "pthread_kill") or main.ident is None:
+        yield
+        return
+    ident = main.ident
     read_end, write_end = os.pipe()  # the hook only writes a byte: no lock a finalizer could already hold
     os.set_blocking(write_end, False)
-    in_hook = [False]  # an interrupt raised inside the hook would be lost for good
+    in_hook = [False]  # an interrupt raised inside the hook itself would be lost for good
+    closed = [False]
 
     def send_again() -> None:
-        while os.read(read_end, 1):  # b"" once the block ended and the write end is closed
-            while in_hook[0]:  # (the hook's write releases the GIL: this thread may run before it returns)
-                time.sleep(0.001)
-            if hasattr(signal, "pthread_kill") and main is not None:
-                signal.pthread_kill(main, signal.SIGINT)  # a signal: it also ends a blocking wait there
-            else:  # pragma: no cover - Windows
-                _thread.interrupt_main()
+        try:
+            while os.read(read_end, 1):  # b"" once the block ended and the write end is closed
+                deadline = time.monotonic() + 1.0
+                while in_hook[0] and time.monotonic() < deadline:  # (its write releases the GIL)
+                    time.sleep(0.001)
+                signal.pthread_kill(ident, signal.SIGINT)  # a signal: it also ends a blocking wait there
+        finally:
+            os.close(read_end)
 
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        if closed[0] or not isinstance(unraisable.exc_value, KeyboardInterrupt):
             previous(unraisable)
             return
         in_hook[0] = True
@@ -66,25 +73,27 @@ def ctrl_c_never_lost() -> Iterator[None]:
             os.write(write_end, b"!")
         except OSError:  # a full pipe: one is on its way already
             pass
-        in_hook[0] = False
+        except KeyboardInterrupt:  # one more, landed right here: lost too, so sent again as well
+            with contextlib.suppress(OSError):
+                os.write(write_end, b"!")
+        finally:
+            in_hook[0] = False
 
     sender = threading.Thread(target=send_again, name="openenv-ctrl-c", daemon=True)
     sender.start()
     sys.unraisablehook = hook
-    interrupted = False
     try:
         yield
     finally:
-        sys.unraisablehook = previous
-        os.close(write_end)
-        while sender.is_alive():  # it sends what is left, then ends
-            try:
-                sender.join()
-            except KeyboardInterrupt:  # one it sent just now
-                interrupted = True
-        os.close(read_end)
-    if interrupted:
-        raise KeyboardInterrupt
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # what is sent now waits
+        try:
+            closed[0] = True
+            if sys.unraisablehook is hook:  # (not another hook installed meanwhile)
+                sys.unraisablehook = previous
+            os.close(write_end)
+            sender.join()  # it sends what is left, then ends
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C sent meanwhile is raised here
 
 
 def _jsonable(value: Any) -> Any:

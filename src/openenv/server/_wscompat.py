@@ -98,24 +98,12 @@ def read_after_fail(connection: Any) -> None:
     """
     protocol = connection.protocol
     fail = protocol.fail
-    failed = [False]
-    assembler: Any = getattr(connection, "recv_messages", None)  # websockets' Assembler (both flavours)
-    if assembler is not None and hasattr(assembler, "pause"):
-        pause = assembler.pause
-
-        # The threading connection's reader puts every frame of a chunk it read, and the last of those may
-        # pause it again after the resume below (a CI run held a slot for the whole close_timeout so): once
-        # the connection failed, the assembler never pauses it (put() calls this under its mutex).
-        def pause_unless_failed() -> None:
-            if failed[0]:
-                assembler.paused = False
-                return
-            pause()
-
-        assembler.pause = pause_unless_failed
 
     def fail_then_read(*args: Any, **kwargs: Any) -> None:
-        failed[0] = True
+        # looked up now: the asyncio connection makes its assembler only once connected
+        assembler: Any = getattr(connection, "recv_messages", None)
+        if assembler is not None and hasattr(assembler, "pause"):
+            _never_pause_again(assembler)
         fail(*args, **kwargs)
         transport = getattr(connection, "transport", None)
         if transport is not None:  # asyncio
@@ -131,6 +119,23 @@ def read_after_fail(connection: Any) -> None:
                 assembler.resume()
 
     protocol.fail = fail_then_read
+
+
+def _never_pause_again(assembler: Any) -> None:
+    """Make a failed connection's assembler never pause reading again.
+
+    A reader puts every frame of the chunk it read (the threading connection's reader thread, the
+    asyncio protocol's ``data_received``), and the frames parsed before the failure may pause
+    reading again after `read_after_fail` resumed it: nobody resumes it then (a CI run held a slot
+    for the whole ``close_timeout`` so).  websockets' ``maybe_pause()`` sets ``paused`` and then calls
+    ``pause()`` (under the assembler's mutex where it has one); this ``pause`` clears ``paused`` again
+    and pauses nothing, so ``maybe_resume()`` and ``close()`` have nothing to undo.
+    """
+
+    def pause_nothing() -> None:
+        assembler.paused = False
+
+    assembler.pause = pause_nothing
 
 
 def handler_tasks(server: Any) -> list[Any]:

@@ -39,7 +39,7 @@ Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
 * a request body larger than ``max_body_size`` (16 MiB) gets ``413`` and the
   connection is closed; a body that ends within 1 MiB past the limit
   (``DRAIN_LIMIT``) is read and dropped first, while its parts keep coming (a
-  pause of 5 s ends it), so that the ``413`` reaches the client (a connection
+  pause of 5 s ends it, and 30 s in all), so that the ``413`` reaches the client (a connection
   closed on unread bytes is reset, and the reset can destroy the answer); one
   whose ``Content-Length`` says more gets its ``413`` unread, and a chunked one
   is cut off 1 MiB past the limit;
@@ -354,6 +354,8 @@ DRAIN_LIMIT = 1 << 20
 #: While a refused body is drained, the longest wait for its next part: a client that stopped
 #: sending (a chunked body it never ends) gets its ``413`` after this, not never.
 DRAIN_PAUSE = 5.0
+#: The longest a refused body is drained in all (a client that sends a byte now and then).
+DRAIN_TIME = 30.0
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
@@ -379,10 +381,16 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
 
 
 async def _drain(stream: AsyncIterator[bytes], read: int, most: int) -> None:
-    """Read and drop ``stream`` until it ends, ``most`` bytes were read, or a part takes ``DRAIN_PAUSE``."""
+    """Read and drop ``stream`` until it ends, ``most`` bytes were read, a part takes ``DRAIN_PAUSE``,
+    or ``DRAIN_TIME`` has passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DRAIN_TIME
     while read <= most:
+        wait = min(DRAIN_PAUSE, deadline - loop.time())
+        if wait <= 0:
+            return
         try:
-            chunk = await asyncio.wait_for(stream.__anext__(), DRAIN_PAUSE)
+            chunk = await asyncio.wait_for(stream.__anext__(), wait)
         except (StopAsyncIteration, asyncio.TimeoutError, ClientDisconnect):
             return
         read += len(chunk)
