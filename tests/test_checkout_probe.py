@@ -9,6 +9,7 @@ records each import.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,52 @@ def test_another_environment_is_probed_again(tmp_path: Path, monkeypatch: pytest
     assert checkout.probe_current(str(root), "server.app:app", env={"MODE": "ok"}) == ""
     assert "MODE" in checkout.probe_current(str(root), "server.app:app", env={"MODE": "broken"})
     assert _probes(tmp_path) == 2
+
+
+def test_a_declared_app_that_needs_its_package_is_not_probed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # server/app.py imports a sibling that imports beyond the top level in a way no scan of the source sees
+    # (importlib): only the probe finds it; the app runs as probe_env.server.app, as OpenEnv's Dockerfiles run it
+    root = _checkout(tmp_path, monkeypatch, "from .world import World\n")
+    (root / "models.py").write_text("WORLD = 'world'\n")
+    world = "import importlib\nWorld = importlib.import_module('..models', __package__).WORLD\n"
+    (root / "server" / "world.py").write_text(world)
+    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    first = checkout.prepare(str(root), "server.app:app")
+    assert first.choice.app == "probe_env.server.app:app" and _probes(tmp_path) == 2  # declared failed, qualified ran
+    # the next server of the checkout (one per session of a one-session checkout) goes there at once
+    second = checkout.prepare(str(root), "server.app:app")
+    assert second.choice == first.choice and second.pythonpath == first.pythonpath
+    assert _probes(tmp_path) == 2
+    # once the qualified app's own success has expired, that app is probed (once), not the declared one first
+    monkeypatch.setattr(checkout, "_PROBED_OK", {})
+    assert checkout.prepare(str(root), "server.app:app").choice == first.choice
+    assert _probes(tmp_path) == 3
+    # and once the memo has expired, the declared app is tried first again
+    monkeypatch.setattr(checkout, "PROBE_MEMO_SECONDS", 0.0)
+    assert checkout.prepare(str(root), "server.app:app").choice == first.choice
+    assert _probes(tmp_path) == 5
+
+
+def test_a_sibling_that_imports_beyond_the_top_level_is_found_without_a_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenEnv's layout: server/app.py imports server/<name>_environment.py, which does `from ..models import`
+    root = _checkout(tmp_path, monkeypatch, "from .world import World\n")
+    (root / "models.py").write_text("WORLD = 'world'\n")
+    (root / "server" / "world.py").write_text("from ..models import WORLD as World\n")
+    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    launch = checkout.prepare(str(root), "server.app:app")
+    assert launch.choice.app == "probe_env.server.app:app"
+    assert "server.world does `from ..models import ...`" in launch.choice.reason
+    assert _probes(tmp_path) == 1  # only the app that runs was probed
+
+
+def _facts_without_venv_or_uv(directory: str, app: str, *, install: bool = False) -> Any:
+    from dataclasses import replace
+
+    return replace(_GATHER(directory, app, install=install), venv_python=None, uv=None)
+
+
+_GATHER = checkout.gather_facts

@@ -14,6 +14,7 @@ from openenv._core.checkout import (
     BEYOND_TOP_LEVEL,
     AppChoice,
     choose_app,
+    imported_siblings,
     needs_package_app,
     package_name,
     scan_app_source,
@@ -98,6 +99,26 @@ def test_a_relative_import_beyond_the_top_level_needs_the_package() -> None:
     assert choice == AppChoice("chess_env.server.app:app", "chess_env", reason) and choice.qualified
     # imported as a package module, the same source is fine
     assert scan_app_source(CHESS_APP, "chess_env.server.app", "chess_env") == ""
+
+
+def test_the_siblings_an_app_imports_relatively_are_listed_for_the_scan() -> None:
+    # wildfire_env's server/app.py: `from .wildfire_environment import WildfireEnvironment`; the import that
+    # needs the package (`from ..models import ...`) is in that module
+    source = (
+        "import os\nfrom .wildfire_environment import WildfireEnvironment\nfrom . import rules, helpers as h\n"
+        "from .sub.deep import x\nfrom ..models import Action\nfrom .wildfire_environment import Other\n"
+        "def later():\n    from .lazy import y\n"
+    )
+    assert imported_siblings(source, "server.app") == [
+        "server.wildfire_environment",
+        "server.rules",
+        "server.helpers",
+        "server.sub.deep",
+    ]
+    assert imported_siblings(source, "app") == []  # a top-level module has no package to be relative to
+    assert imported_siblings("from .. import models\n", "pkg.server.app") == ["pkg.models"]
+    assert imported_siblings("def f(:\n", "server.app") == []
+    assert scan_app_source("from ..models import Action\n", "server.wildfire_environment", "wildfire_env")
 
 
 def test_importing_its_own_package_by_name_needs_the_package() -> None:

@@ -213,6 +213,21 @@ def _skip_reason(block: Block) -> str | None:
     return None
 
 
+#: set (``nox -s docs -- --only-docker-blocks``, as CI runs it): run only the blocks marked ``docker``, the
+#: ones no suite runs; every other block runs in ``nox -s tests`` on the same interpreter already
+ONLY_DOCKER_ENV = "OPENENV_DOCS_ONLY_DOCKER"
+
+
+def _needs_docker(block: Block) -> bool:
+    """Whether ``block`` or a block it continues is marked ``docker``."""
+    item: Block | None = block
+    while item is not None:
+        if "docker" in item.kinds:
+            return True
+        item = item.previous
+    return False
+
+
 def _image_present(image: str) -> bool:
     """Whether the local Docker engine has ``image`` (a docker block runs only then; nothing is pulled)."""
     if image not in _IMAGES:
@@ -375,6 +390,8 @@ def test_example(block: Block, servers: Servers, tmp_path: Path) -> None:
     reason = _skip_reason(block)
     if reason:
         pytest.skip(f"{block.id}: {reason}")
+    if os.environ.get(ONLY_DOCKER_ENV) and not _needs_docker(block):
+        pytest.skip(f"{block.id}: runs in the suite (nox -s tests); ${ONLY_DOCKER_ENV} runs the docker blocks only")
     code = program(block)
     urls = servers.urls(block.path, code)
     done = run_as_a_file(_substitute(code, urls), tmp_path)

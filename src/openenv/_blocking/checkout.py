@@ -28,6 +28,7 @@ from .._core.checkout import (
     Plan,
     choose_app,
     choose_interpreter,
+    imported_siblings,
     needs_package_app,
     package_name,
     scan_app_source,
@@ -81,7 +82,7 @@ def probe_current(
     `PROBE_MEMO_SECONDS` (or until the app module's file changes).
     """
     module = app.partition(":")[0]
-    environment = {**os.environ, "PYTHONPATH": directory, **(env or {})}
+    environment = _probe_environment(directory, env)
     key = _probe_key(directory, module, environment)
     with _PROBES_GUARD:
         now = time.monotonic()
@@ -119,6 +120,28 @@ _PROBES_GUARD = threading.Lock()
 _PROBED_OK: dict[str, float] = {}
 #: key -> the probe running now (its result: the error, ``""``, or ``None`` when it was interrupted)
 _IN_FLIGHT: dict[str, concurrent.futures.Future[str | None]] = {}
+
+
+#: key of a declared app's probe (`_probe_key`) -> (when, the package-qualified app that ran instead): a declared app
+#: that failed only because its package imports beyond its top level (`needs_package_app`), and whose qualified app
+#: then imported.  The next server of the checkout goes to the qualified app at once, without the failing probe
+#: again (each of a pool's one-session servers paid one); kept as long as a success (`PROBE_MEMO_SECONDS`).
+_QUALIFIED: dict[str, tuple[float, AppChoice]] = {}
+
+
+def _probe_environment(directory: str, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The probe's environment: ``env`` over ``os.environ``, ``PYTHONPATH`` the checkout unless ``env`` sets one."""
+    return {**os.environ, "PYTHONPATH": directory, **(env or {})}
+
+
+def _qualified_before(key: str) -> AppChoice | None:
+    """The qualified app that ran instead of the declared one whose probe has ``key``, if recently."""
+    with _PROBES_GUARD:
+        found = _QUALIFIED.get(key)
+        if found is not None and time.monotonic() - found[0] > PROBE_MEMO_SECONDS:
+            del _QUALIFIED[key]
+            found = None
+    return found[1] if found is not None else None
 
 
 def _probe_key(directory: str, module: str, environment: Mapping[str, str]) -> str:
@@ -257,12 +280,31 @@ def app_choice(directory: str, app: str) -> tuple[AppChoice, str | None]:
     directory = directory.rstrip("/") or "/"
     package = package_name(_read(os.path.join(directory, "pyproject.toml")), os.path.basename(directory))
     module = app.partition(":")[0]
+    reason = ""
+    # the app module, then the modules of its package it imports relatively, and theirs (a bounded walk)
+    waiting, seen = [module], {module}
+    while waiting and not reason and len(seen) <= SCAN_MODULES:
+        name = waiting.pop(0)
+        source = _module_source(directory, name)
+        if source is None:
+            continue
+        reason = scan_app_source(source, name, package)
+        for sibling in imported_siblings(source, name):
+            if sibling not in seen:
+                seen.add(sibling)
+                waiting.append(sibling)
+    return choose_app(app, package, reason), package
+
+
+#: At most this many modules of the checkout are read when choosing the app (`app_choice`).
+SCAN_MODULES = 32
+
+
+def _module_source(directory: str, module: str) -> str | None:
+    """The source of the checkout's ``module`` (``server.app``: ``server/app.py`` or ``server/app/__init__.py``)."""
     base = os.path.join(directory, *module.split("."))
     source = _read(base + ".py")
-    if source is None:
-        source = _read(os.path.join(base, "__init__.py"))
-    reason = scan_app_source(source, module, package) if source is not None else ""
-    return choose_app(app, package, reason), package
+    return source if source is not None else _read(os.path.join(base, "__init__.py"))
 
 
 def package_root(directory: str, package: str) -> str:
@@ -316,7 +358,15 @@ def prepare(directory: str, app: str, *, install: bool = False, env: Mapping[str
     plan = choose_interpreter(facts)
     if plan.kind == PROBE:
         path = _pythonpath(directory, choice, given)
-        error = probe_current(directory, choice.app, env={**env, "PYTHONPATH": path})
+        declared = {**env, "PYTHONPATH": path}
+        declared_key = _probe_key(directory, choice.app.partition(":")[0], _probe_environment(directory, declared))
+        known = _qualified_before(declared_key) if not choice.qualified else None
+        error = "not probed"
+        if known is not None:  # this checkout's declared app needed its package a moment ago: go there at once
+            if not probe_current(directory, known.app, env={**env, "PYTHONPATH": _pythonpath(directory, known, given)}):
+                choice, error = known, ""
+        if error:
+            error = probe_current(directory, choice.app, env=declared)
         if error and not choice.qualified and needs_package_app(error, package):
             retry = choose_app(app, package, error)
             if retry.qualified:
@@ -324,6 +374,8 @@ def prepare(directory: str, app: str, *, install: bool = False, env: Mapping[str
                 second = probe_current(directory, retry.app, env={**env, "PYTHONPATH": path})
                 if not second:
                     choice, error = retry, ""
+                    with _PROBES_GUARD:
+                        _QUALIFIED[declared_key] = (time.monotonic(), retry)
         plan = choose_interpreter(replace(facts, app=choice.app, probed=True, probe_error=error))
     if plan.kind == INSTALL:
         install_checkout(directory)

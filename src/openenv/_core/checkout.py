@@ -48,6 +48,7 @@ __all__ = [
     "AppChoice",
     "package_name",
     "scan_app_source",
+    "imported_siblings",
     "choose_app",
     "needs_package_app",
     "BEYOND_TOP_LEVEL",
@@ -298,6 +299,34 @@ def scan_app_source(source: str, module: str, package: str | None) -> str:
             if name.split(".")[0] == package:
                 return f"{module} imports its own package {package!r} by name"
     return ""
+
+
+def imported_siblings(source: str, module: str) -> list[str]:
+    """The modules of ``module``'s own package that its module-level relative imports load, in order.
+
+    ``from .world import World`` in ``server/app.py`` loads ``server.world``;
+    ``from . import rules`` may load ``server.rules``.  An import beyond the top
+    level is not followed (`scan_app_source()` reports it).  OpenEnv's
+    environments keep the import that needs the package one module further
+    (``server/app.py`` imports ``server/<name>_environment.py``, which does
+    ``from ..models import ...``): scanning these too finds it without a probe.
+    """
+    try:
+        with _PARSING:
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    parts = module.split(".")
+    found: list[str] = []
+    for node in _module_level_imports(tree.body):
+        if not isinstance(node, ast.ImportFrom) or node.level == 0 or node.level >= len(parts):
+            continue
+        base = parts[: len(parts) - node.level]
+        if node.module:
+            found.append(".".join(base + node.module.split(".")))
+        else:
+            found += [".".join(base + [alias.name]) for alias in node.names if alias.name != "*"]
+    return [name for index, name in enumerate(found) if name not in found[:index]]
 
 
 def needs_package_app(error: str, package: str | None) -> bool:
