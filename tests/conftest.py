@@ -539,6 +539,10 @@ class OpenEnvEnvs:
         self._stops.clear()
 
 
+#: the ``xdist_group`` of the tests on `openenv_venv_envs` (session-scoped, so per worker)
+VENV_ENVS_GROUP = "openenv-venv-envs"
+
+
 @pytest.fixture(scope="session")
 def openenv_venv_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenEnvEnvs]:
     """The environments of ``tests/openenv_envs`` served from the openenv-core 0.3.0 venv."""
@@ -561,7 +565,9 @@ def openenv_docker_envs(docker_engine: Any, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(
     params=[
-        pytest.param("venv", marks=pytest.mark.interop, id="venv"),
+        # one worker runs them all too (VENV_ENVS_GROUP): each openenv-core server (5-7 s of CPU to import its
+        # stack) starts once per run, not once on every worker that happens to get one of these tests
+        pytest.param("venv", marks=[pytest.mark.interop, pytest.mark.xdist_group(VENV_ENVS_GROUP)], id="venv"),
         # one worker runs them all, so each module's containers boot once (--dist loadgroup), not on every worker
         pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.xdist_group("openenv-docker-envs")], id="docker"),
     ]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import OPENENV_ENVS
+from ..conftest import OPENENV_ENVS, VENV_ENVS_GROUP
 from .conftest import ROOT, VENVS, record
 
 #: the tests that change the shared venvs hold ``locked_venvs`` one at a time: on one xdist worker
@@ -112,6 +112,7 @@ print(importlib.util.find_spec("openenv.sync") is None)
 """
 
 
+@pytest.mark.xdist_group(VENV_ENVS_GROUP)  # the servers of openenv_venv_envs: on one worker
 def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_wheel: Path, locked_venvs: None) -> None:
     guess, duel = openenv_venv_envs.url("mcp_guess"), openenv_venv_envs.url("duel")
     python = _venv("both-0.3.0", "openenv-core==0.3.0")
@@ -147,6 +148,7 @@ def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_whee
         _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0", check=False)
 
 
+@pytest.mark.xdist_group(VENV_ENVS_GROUP)  # the servers of openenv_venv_envs: on one worker
 def test_only_our_wheel(openenv_venv_envs: Any, our_wheel: Path, locked_venvs: None) -> None:
     guess = openenv_venv_envs.url("mcp_guess")
     python = _venv("ours-only")
