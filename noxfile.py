@@ -56,8 +56,8 @@ import nox.virtualenv
 
 # uv builds the session venvs and installs into them wherever nox finds it (`pip install "nox[uv]"`,
 # as .ci/run does): its installs take seconds where pip's took minutes on a loaded CI machine, most of
-# a leg's setup. Without uv, venv + pip as before. `nox -db venv` forces pip. The trl session stays on
-# pip (TRL_DEPS: torch from the machine's own wheel directory, which only pip's configuration names).
+# a leg's setup. Without uv, venv + pip as before. `nox -db venv` forces pip. The trl session gives uv the
+# wheel directories pip's configuration names (TRL_DEPS: torch, a CPU build in the machine's own directory).
 nox.options.default_venv_backend = "uv|venv"
 # uv never downloads an interpreter: a missing python3.X fails the leg (--error-on-missing-interpreters)
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
@@ -597,16 +597,47 @@ def interop(session: nox.Session) -> None:
 
 # The real TRL GRPOTrainer on CPU (examples/trl_ci.py runs the TRL guide's script, examples/trl_train.py,
 # with a tiny model built locally). The versions the guide states as tested. torch 2.13.0: on this project's
-# machines pip takes a CPU build of it from the machine's own wheel directory; elsewhere PyPI's torch is a
-# CUDA build of several GB (install a CPU build first from PyTorch's CPU wheel index to avoid that).
+# machines a CPU build of it lies in the machine's own wheel directory, which pip's configuration names (uv is
+# given it, _pip_wheel_sources); elsewhere PyPI's torch is a CUDA build of several GB (install a CPU build first
+# from PyTorch's CPU wheel index to avoid that).
 TRL_DEPS = ["torch==2.13.0", "transformers>=5.2,<6", "trl==1.16.0", "jmespath>=1.0"]
 # TRL's async trainer's rollout loop talks to its generation server over aiohttp (not a dependency of trl)
 TRL_ASYNC_DEPS = ["aiohttp>=3.9"]
 
 
-@nox.session(venv_backend="venv")
+def _pip_wheel_sources() -> dict[str, str]:
+    """pip's configured wheel directories (find-links) and constraint files, as uv's variables.
+
+    uv reads no pip configuration, and this project's machines name their CPU build of torch only there
+    (``find-links``); without it uv would take PyPI's CUDA build. Only local folders and files that exist
+    and http(s) locations are passed on.
+    """
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    links: list[str] = []
+    constraints: list[str] = []
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        for item in value.strip().strip("'\"").split():
+            local = item.removeprefix("file://")
+            usable = item.startswith(("http://", "https://")) or os.path.exists(local)
+            if key.endswith(".find-links") and usable and item not in links:
+                links.append(item)
+            elif key.endswith(".constraint") and os.path.isfile(local) and local not in constraints:
+                constraints.append(local)
+    found = {"UV_FIND_LINKS": ",".join(links)} if links else {}
+    return found | ({"UV_CONSTRAINT": " ".join(constraints)} if constraints else {})
+
+
+@nox.session
 def trl(session: nox.Session) -> None:
     """TRL's real GRPOTrainer (2 steps) and its async trainer's rollout loop on our environments (CPU, no model hub)."""
+    if session.venv_backend == "uv":  # seconds where pip took a minute of CPU (torch, transformers, ...)
+        session.env.update(_pip_wheel_sources())
     session.install("-e", ".", *TRL_DEPS, *TRL_ASYNC_DEPS)
     env = {"HF_HUB_OFFLINE": "1", "TRL_EXPERIMENTAL_SILENCE": "1"}
     _compile_tree(session)  # the examples start environment servers and TRL's rollout process

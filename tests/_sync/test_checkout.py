@@ -83,12 +83,13 @@ def test_a_pool_runs_one_process_per_session_from_a_checkout(tmp_path: Path) -> 
     released = venv_python("0.3.0").parent.parent
     checkout = _copy(tmp_path)
     (checkout / ".venv").symlink_to(released, target_is_directory=True)
-    with EnvPool.from_env(str(checkout), size=3, ready_timeout=120) as pool:
+    # two sessions: a second server shows it as well as a third (an openenv-core server costs 5-7 s of CPU to start)
+    with EnvPool.from_env(str(checkout), size=2, ready_timeout=120) as pool:
         pids = [provider.pid for provider in pool.providers]  # type: ignore[union-attr]
-        assert len(set(pids)) == 3 and all(pid is not None and _running(pid) for pid in pids)  # three servers
+        assert len(set(pids)) == 2 and all(pid is not None and _running(pid) for pid in pids)  # two servers
         pool.reset()
-        results = pool.step([{"message": f"s{i}"} for i in range(3)])
-        assert [r.observation["echoed_message"] for r in results] == ["S0", "S1", "S2"]
+        results = pool.step([{"message": f"s{i}"} for i in range(2)])
+        assert [r.observation["echoed_message"] for r in results] == ["S0", "S1"]
     assert not any(_running(pid) for pid in pids if pid is not None)
 
 
