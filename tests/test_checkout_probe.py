@@ -84,11 +84,9 @@ def test_a_declared_app_that_needs_its_package_is_not_probed_again(
 ) -> None:
     # server/app.py imports a sibling that imports beyond the top level in a way no scan of the source sees
     # (importlib): only the probe finds it; the app runs as probe_env.server.app, as OpenEnv's Dockerfiles run it
-    root = _checkout(tmp_path, monkeypatch, "from .world import World\n")
-    (root / "models.py").write_text("WORLD = 'world'\n")
-    world = "import importlib\nWorld = importlib.import_module('..models', __package__).WORLD\n"
-    (root / "server" / "world.py").write_text(world)
-    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    root = _package_checkout(
+        tmp_path, monkeypatch, "import importlib\nWorld = importlib.import_module('..models', __package__).WORLD\n"
+    )
     first = checkout.prepare(str(root), "server.app:app")
     assert first.choice.app == "probe_env.server.app:app" and _probes(tmp_path) == 2  # declared failed, qualified ran
     # the next server of the checkout (one per session of a one-session checkout) goes there at once
@@ -109,14 +107,20 @@ def test_a_sibling_that_imports_beyond_the_top_level_is_found_without_a_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # OpenEnv's layout: server/app.py imports server/<name>_environment.py, which does `from ..models import`
-    root = _checkout(tmp_path, monkeypatch, "from .world import World\n")
-    (root / "models.py").write_text("WORLD = 'world'\n")
-    (root / "server" / "world.py").write_text("from ..models import WORLD as World\n")
-    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    root = _package_checkout(tmp_path, monkeypatch, "from ..models import WORLD as World\n")
     launch = checkout.prepare(str(root), "server.app:app")
     assert launch.choice.app == "probe_env.server.app:app"
     assert "server.world does `from ..models import ...`" in launch.choice.reason
     assert _probes(tmp_path) == 1  # only the app that runs was probed
+
+
+def _package_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world: str) -> Path:
+    """A checkout whose server/app.py imports server/world.py (``world``, its source), run by this interpreter."""
+    root = _checkout(tmp_path, monkeypatch, "from .world import World\n")
+    (root / "models.py").write_text("WORLD = 'world'\n")
+    (root / "server" / "world.py").write_text(world)
+    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    return root
 
 
 def _facts_without_venv_or_uv(directory: str, app: str, *, install: bool = False) -> Any:
