@@ -468,7 +468,8 @@ def docs(session: nox.Session) -> None:
 
     `-- serve` previews it instead (`mkdocs serve` on 127.0.0.1:8000);
     `-- --check-site` also runs scripts/check_docs_site.py (links, anchors, screenshots);
-    `-- --only-docker-blocks` runs only the examples marked ``docker`` (CI: `nox -s tests` runs the others).
+    `-- --only-docker-blocks` (or $OPENENV_DOCS_ONLY_DOCKER set, as .ci/run does) runs only the examples marked
+    ``docker`` (CI: `nox -s tests` runs the others).
     """
     session.install("-e", ".", *DOCS_DEPS, *TEST_DEPS)
     session.env["NO_MKDOCS_2_WARNING"] = "1"
@@ -479,7 +480,7 @@ def docs(session: nox.Session) -> None:
     # each block is a fresh interpreter (as a reader runs it): two workers halve the wait; the blocks
     # that use echo-env:latest run here (only) when it is built (scripts/docker_setup.py tags it)
     session.env["OPENENV_DOCS_DOCKER"] = "1"
-    if "--only-docker-blocks" in session.posargs:
+    if "--only-docker-blocks" in session.posargs or os.environ.get("OPENENV_DOCS_ONLY_DOCKER"):
         # CI: the other blocks ran in `nox -s tests` (same interpreter, same examples); these need the image
         session.env["OPENENV_DOCS_ONLY_DOCKER"] = "1"
         _pytest(session, "-q", *_xdist(2), "tests/test_docs_examples.py", "-k", "test_example")

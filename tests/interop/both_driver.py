@@ -65,10 +65,10 @@ with ours.Env(duel_url, codec=codec) as env:
     out["ours_duel_state"] = [type(state).__name__, state.finished]
 
 # both CLIs: ours is `python -m openenv`, theirs the `openenv` console script
-mine = subprocess.run([sys.executable, "-m", "openenv", "--help"], capture_output=True, text=True, timeout=120)
+mine = subprocess.run([sys.executable, "-m", "openenv", "--help"], capture_output=True, text=True, timeout=300)
 out["ours_cli"] = [mine.returncode, "serve" in mine.stdout]
 script = os.path.join(os.path.dirname(sys.executable), "openenv")
-theirs = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+theirs = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=300)
 out["theirs_cli"] = [theirs.returncode, "push" in theirs.stdout or "init" in theirs.stdout]
 import openenv.core  # noqa: E402
 

@@ -119,7 +119,9 @@ def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_whee
     _run(python, "-m", "pip", "install", "--quiet", "openenv-core==0.3.0")  # back if a run was interrupted
     _install_ours(python, our_wheel)
     try:
-        done = _run(python, Path(__file__).parent / "both_driver.py", guess, duel, OPENENV_ENVS, timeout=300)
+        # generous: the driver imports both stacks (openenv-core's alone is 5-7 s of CPU) and runs both command
+        # lines; beside CI's other lanes on two cores it took more than 300 s; it stops by itself otherwise
+        done = _run(python, Path(__file__).parent / "both_driver.py", guess, duel, OPENENV_ENVS, timeout=900)
         out = json.loads(done.stdout.strip().splitlines()[-1])["result"]
         assert out["theirs_guess"] == out["ours_guess"] and out["theirs_guess"] in ("higher", "lower")
         assert out["theirs_guess_state"] == out["ours_guess_state"] == ["GuessState", 1, [50]]
