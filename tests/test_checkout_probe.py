@@ -114,6 +114,18 @@ def test_a_sibling_that_imports_beyond_the_top_level_is_found_without_a_probe(
     assert _probes(tmp_path) == 1  # only the app that runs was probed
 
 
+def test_a_subpackage_imports_relative_to_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # server/app.py -> server/rules/__init__.py, whose `from ..models import` is server.models: inside the package
+    root = _checkout(tmp_path, monkeypatch, "from .rules import RULES\n")
+    (root / "server" / "models.py").write_text("RULES = 'rules'\n")
+    (root / "server" / "rules").mkdir()
+    (root / "server" / "rules" / "__init__.py").write_text("from ..models import RULES\n")
+    monkeypatch.setattr(checkout, "gather_facts", _facts_without_venv_or_uv)
+    launch = checkout.prepare(str(root), "server.app:app")
+    assert launch.choice.app == "server.app:app" and not launch.choice.qualified
+    assert launch.plan.kind == "current" and _probes(tmp_path) == 1
+
+
 def _package_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world: str) -> Path:
     """A checkout whose server/app.py imports server/world.py (``world``, its source), run by this interpreter."""
     root = _checkout(tmp_path, monkeypatch, "from .world import World\n")

@@ -285,11 +285,13 @@ def app_choice(directory: str, app: str) -> tuple[AppChoice, str | None]:
     waiting, seen = [module], {module}
     while waiting and not reason and len(seen) <= SCAN_MODULES:
         name = waiting.pop(0)
-        source = _module_source(directory, name)
+        source, is_package = _module_source(directory, name)
         if source is None:
             continue
-        reason = scan_app_source(source, name, package)
-        for sibling in imported_siblings(source, name):
+        # a package's __init__ imports relative to the package itself: scanned as <package>.__init__
+        scanned = name + ".__init__" if is_package else name
+        reason = scan_app_source(source, scanned, package)
+        for sibling in imported_siblings(source, scanned):
             if sibling not in seen:
                 seen.add(sibling)
                 waiting.append(sibling)
@@ -300,11 +302,15 @@ def app_choice(directory: str, app: str) -> tuple[AppChoice, str | None]:
 SCAN_MODULES = 32
 
 
-def _module_source(directory: str, module: str) -> str | None:
-    """The source of the checkout's ``module`` (``server.app``: ``server/app.py`` or ``server/app/__init__.py``)."""
+def _module_source(directory: str, module: str) -> tuple[str | None, bool]:
+    """The source of the checkout's ``module`` (``server.app``: ``server/app.py`` or ``server/app/__init__.py``),
+    and whether it is a package's ``__init__.py``."""
     base = os.path.join(directory, *module.split("."))
     source = _read(base + ".py")
-    return source if source is not None else _read(os.path.join(base, "__init__.py"))
+    if source is not None:
+        return source, False
+    source = _read(os.path.join(base, "__init__.py"))
+    return source, source is not None
 
 
 def package_root(directory: str, package: str) -> str:
