@@ -54,6 +54,7 @@ class ThreadsTransport:
         self._pending = pending
         self._server: Server | None = None
         self.thread: threading.Thread | None = None
+        self._stopping = False  # stop() ran: the listening socket may be closed under the accept loop
         self._lock = threading.Lock()  # guards _connections
         # websockets < 17 keeps no list of connections: each one and the thread running it, for stop()
         self._connections: dict[threading.Thread, ServerConnection] = {}
@@ -71,16 +72,32 @@ class ThreadsTransport:
             **settings.serve_options(),
         )
         port: int = server.socket.getsockname()[1]
-        thread = threading.Thread(target=server.serve_forever, name=f"openenv-server-{port}", daemon=True)
+        name = f"openenv-server-{port}"
+        thread = threading.Thread(target=self._serve_forever, args=(server,), name=name, daemon=True)
         self._server, self.thread = server, thread
         thread.start()
         return port
+
+    def _serve_forever(self, server: Server) -> None:
+        """websockets' accept loop; an ``OSError`` from a listening socket that ``stop()`` closed ends it quietly.
+
+        websockets < 17 returns quietly when ``shutdown()`` closed the socket before its loop registered it
+        (``ValueError``), but not when the close lands between the descriptor's lookup and the registration
+        (``OSError: [Errno 9] Bad file descriptor``, an unhandled exception in the server's thread; seen in CI
+        with a start cancelled at once). websockets 17 catches both itself.
+        """
+        try:
+            server.serve_forever()
+        except OSError:
+            if not self._stopping:
+                raise
 
     def stop(self) -> None:
         """Close every session (1012), stop accepting, and wait for every connection's thread."""
         server, thread = self._server, self.thread
         if server is None:
             return
+        self._stopping = True
         if SYNC_SHUTDOWN_CLOSES:
             server.shutdown(close_connections=True, code=STOP_CLOSE[0], reason=STOP_CLOSE[1])
             if thread is not None:
