@@ -328,6 +328,34 @@ def test_redact_url_hides_query_values_but_keeps_keys() -> None:
     assert "abc" not in repr(parse_base_url("http://h/?token=abc"))
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:S3CRET/PW@127.0.0.1:1", "http://***@127.0.0.1:1"),  # read as host "alice", port "S3CRET"
+        ("http://alice:S3CRET#PW@127.0.0.1:1", "http://***@127.0.0.1:1"),
+        ("http://alice:S3?CRET@127.0.0.1:1/ws?token=x", "http://***@127.0.0.1:1/ws?token=***"),
+        ("http://alice:123?x@h:1/ws", "http://***@h:1/ws"),  # a port that is a number: the query says it
+        ("http://tok/en@h", "http://***@h"),
+        ("alice:S3/CR@127.0.0.1:1", "***@127.0.0.1:1"),
+        ("http://a@b@c:1/x", "http://***@c:1/x"),
+        ("http://h:8000/ws?a=1&email=a@b.c", "http://h:8000/ws?a=***&email=***"),  # an @ in a value: no credentials
+    ],
+)
+def test_redact_url_hides_credentials_that_hold_a_delimiter(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_an_unparsable_url_with_credentials_says_why_without_them() -> None:
+    for url in ("http://alice:S3CRET/PW@127.0.0.1:1", "https://bob:Zx9/Qk+w==@h:443/ws", "http://alice:S3#CRET@h:1"):
+        with pytest.raises(InvalidURL) as info:
+            parse_base_url(url)
+        message = str(info.value)
+        assert "S3" not in message and "CRET" not in message and "Zx9" not in message and "bob" not in message
+        assert "***@" in message and "percent-encode" in message
+    with pytest.raises(InvalidURL, match="Port could not be cast to integer value as 'abc'"):
+        parse_base_url("http://h:abc/x")  # no credentials: the parser's own reason
+
+
 def test_timeouts_nan_inf_and_negative() -> None:
     import math
 

@@ -74,7 +74,14 @@ def _split(url: str) -> SplitResult:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - validates the port
     except ValueError as exc:
-        raise InvalidURL(f"invalid base_url {redact_url(url)!r}: {exc}") from None
+        shown = redact_url(url)
+        # the parser's reason quotes the part it choked on: for "user:pa/ss@host", a piece of the password
+        reason = (
+            "its user name or password holds '/', '?', '#' or '@': percent-encode them (urllib.parse.quote(..., safe=''))"
+            if "@" in text and shown != url
+            else str(exc)
+        )
+        raise InvalidURL(f"invalid base_url {shown!r}: {reason}") from None
     return parts
 
 
@@ -184,8 +191,10 @@ def redact_url(url: str) -> str:
     try:
         parts = urlsplit("//" + url if bare else url)
         has_credentials = parts.username is not None or parts.password is not None
+        if not has_credentials and "@" in url and _misread_credentials(parts):
+            return _redact_loose(url, bare)
     except ValueError:
-        return "<invalid url>"
+        return _redact_loose(url, bare) if "@" in url else "<invalid url>"
     if not has_credentials and not parts.query and not parts.fragment:
         return url
     netloc = "***@" + parts.netloc.rpartition("@")[2] if has_credentials else parts.netloc
@@ -193,6 +202,39 @@ def redact_url(url: str) -> str:
     fragment = "***" if parts.fragment else ""
     redacted = urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
     return redacted[2:] if bare else redacted
+
+
+def _misread_credentials(parts: SplitResult) -> bool:
+    """Whether an ``@`` of a URL the parser found no credentials in ends credentials all the same.
+
+    A password holding ``/``, ``?`` or ``#`` ends the authority early:
+    ``http://user:pa/ss@host`` reads as the host ``user``, the port ``pa`` (no
+    number) and the path ``/ss@host``; ``user:pa?ss@host`` puts ``ss@host`` in
+    the query, before any ``=``.  An ``@`` in a query value (``?email=a@b``)
+    is no such sign.
+    """
+    try:
+        parts.port  # noqa: B018 - a port that is no number
+    except ValueError:
+        return True
+    query = parts.query
+    return "@" in parts.path or "@" in parts.fragment or ("@" in query and "=" not in query.partition("@")[0])
+
+
+def _redact_loose(url: str, bare: bool) -> str:
+    """``url`` with everything up to its last ``@`` hidden: credentials holding ``/``, ``?`` or ``#``.
+
+    Such a URL does not parse as meant (``http://user:pa/ss@host`` reads as the
+    host ``user`` with the port ``pa``), so no part of what precedes the last
+    ``@`` after the scheme is shown; query values and the fragment after it are
+    hidden as usual.
+    """
+    scheme, sep, rest = ("", "", url) if bare else url.partition("://")
+    host_part = rest.rpartition("@")[2]
+    tail, hash_, _ = host_part.partition("#")
+    base, question, query = tail.partition("?")
+    shown = base + (question + redact_query(query) if question else "") + ("#***" if hash_ else "")
+    return f"{scheme}{sep}***@{shown}"
 
 
 def redact_query(query: str) -> str:
