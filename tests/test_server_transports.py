@@ -22,6 +22,7 @@ import openenv.sync
 from openenv._core.capacity import waits_for_capacity
 from openenv._core.errors import CapacityReached, ConnectError
 from openenv.server import Action, Environment, EnvServer, Observation, State
+from openenv.server._session import async_method
 from openenv.server.echo import EchoEnvironment
 from openenv.server.protocol import runs_on_loop
 
@@ -107,6 +108,41 @@ class StepAsyncEnv(InlineEnv):
         return WhereObservation(thread=threading.current_thread().name, message="async:" + action.message)
 
 
+class MixedEnv(_Where):
+    """An ``async def step`` beside a plain ``reset`` that blocks (``reset(block=True)`` waits for ``released``)."""
+
+    released = threading.Event()
+    entered = threading.Event()
+
+    def reset(self, **kwargs: Any) -> WhereObservation:
+        if kwargs.get("block"):
+            type(self).entered.set()
+            assert type(self).released.wait(30)
+        return WhereObservation(thread=threading.current_thread().name)
+
+    async def step(self, action: WhereAction) -> WhereObservation:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+
+def _core_default(name: str) -> Any:
+    """A coroutine shaped as openenv-core's ``Environment.<name>``: it only calls the plain method."""
+
+    async def default(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self, name.removesuffix("_async"))(*args, **kwargs)
+
+    default.__module__ = "openenv.core.env_server.interfaces"
+    default.__qualname__ = f"Environment.{name}"
+    return default
+
+
+class CoreDefaultsEnv(BlockingEnv):
+    """openenv-core's base gives every environment ``reset_async``/``step_async`` that call the blocking methods."""
+
+    reset_async = _core_default("reset_async")
+    step_async = _core_default("step_async")
+
+
 @pytest.fixture
 def serve() -> Iterator[Callable[..., EnvServer]]:
     started: list[EnvServer] = []
@@ -137,6 +173,53 @@ def test_runs_on_loop_contract() -> None:
     assert runs_on_loop(EchoEnvironment) and runs_on_loop(EchoEnvironment())
     assert runs_on_loop(InlineEnv) and runs_on_loop(AsyncEnv) and runs_on_loop(StepAsyncEnv)
     assert not runs_on_loop(BlockingEnv) and not runs_on_loop(BlockingEnv())
+    assert runs_on_loop(MixedEnv)  # its step is awaited on the loop, its reset runs on a thread
+
+
+def test_openenv_cores_default_async_methods_leave_an_environment_blocking() -> None:
+    # the released server awaits reset_async/step_async only where a subclass overrides its base's defaults
+    assert not runs_on_loop(CoreDefaultsEnv) and not runs_on_loop(CoreDefaultsEnv())
+    assert async_method(CoreDefaultsEnv(), "step") is None and async_method(CoreDefaultsEnv(), "reset") is None
+
+    class Overridden(CoreDefaultsEnv):
+        async def step_async(self, action: WhereAction) -> WhereObservation:
+            return WhereObservation(message="async:" + action.message)
+
+    assert runs_on_loop(Overridden) and async_method(Overridden(), "step") is not None
+    assert async_method(Overridden(), "reset") is None  # still the base's: reset runs on a thread
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_blocked_step_under_openenv_cores_default_async_methods_stalls_only_its_session(
+    serve: Callable[..., EnvServer], transport: str
+) -> None:
+    CoreDefaultsEnv.released = threading.Event()
+    CoreDefaultsEnv.entered = threading.Event()
+    server = serve(CoreDefaultsEnv, transport)
+    with connect(server.ws_url) as slow, connect(server.ws_url) as fast:
+        slow.send(json.dumps({"type": "step", "data": {"message": "block"}}))
+        assert CoreDefaultsEnv.entered.wait(30)
+        assert _step(fast, "1")["message"] == "1"  # answered while the other session's step is blocked
+        CoreDefaultsEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["data"]["observation"]["message"] == "block"
+
+
+def test_a_plain_reset_beside_an_async_step_runs_on_a_thread_and_stalls_no_session(
+    serve: Callable[..., EnvServer],
+) -> None:
+    MixedEnv.released.clear()
+    MixedEnv.entered.clear()
+    server = serve(MixedEnv, "asyncio")
+    loop_thread = f"openenv-server-{server.port}"
+    with connect(server.ws_url) as slow, connect(server.ws_url) as fast:
+        assert _ask(fast, {"type": "reset"})["data"]["observation"]["thread"] != loop_thread
+        assert _step(fast, "0") == {"thread": loop_thread, "message": "0"}  # the coroutine: on the loop
+        slow.send(json.dumps({"type": "reset", "data": {"block": True}}))
+        assert MixedEnv.entered.wait(30)
+        for n in range(3):  # answered while the other session's reset is blocked
+            assert _step(fast, str(n))["message"] == str(n)
+        MixedEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["type"] == "observation"
 
 
 def test_non_blocking_envs_run_on_the_loop_thread(serve: Callable[..., EnvServer]) -> None:
@@ -296,7 +379,9 @@ def test_asgi_runs_non_blocking_envs_on_its_loop(asgi_server_factory: Callable[.
         server = asgi_server_factory(factory, max_sessions=2)
         loop_thread = server._thread.name
         with connect(server.url.replace("http", "ws") + "/ws") as ws:
-            assert _ask(ws, {"type": "reset"})["data"]["observation"]["thread"] == loop_thread
+            reset_thread = _ask(ws, {"type": "reset"})["data"]["observation"]["thread"]
+            # StepAsyncEnv's reset is a plain method (and it does not say blocking = False): on a thread
+            assert (reset_thread == loop_thread) is (factory is not StepAsyncEnv)
             expected = "async:x" if factory is StepAsyncEnv else "x"
             assert _step(ws, "x") == {"thread": loop_thread, "message": expected}
         server.stop()

@@ -64,6 +64,61 @@ with ours.Env(duel_url, codec=codec) as env:
     state = env.state()
     out["ours_duel_state"] = [type(state).__name__, state.finished]
 
+# our server serving an openenv-core environment: its base's reset_async/step_async only call the plain
+# reset/step, so a blocked step must stall no other session (the released server runs it on a thread)
+import threading  # noqa: E402
+
+from openenv.core.env_server import Environment as CoreEnvironment  # noqa: E402
+from openenv.core.env_server.types import Action as CoreAction  # noqa: E402
+from openenv.core.env_server.types import Observation as CoreObservation  # noqa: E402
+from openenv.core.env_server.types import State as CoreState  # noqa: E402
+from openenv.server import EnvServer  # noqa: E402
+
+
+class GateAction(CoreAction):
+    block: bool = False
+
+
+entered, released = threading.Event(), threading.Event()
+
+
+class CoreBlocking(CoreEnvironment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+    action_type = GateAction
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = CoreState(step_count=0)
+
+    def reset(self, seed: Any = None, episode_id: Any = None, **kwargs: Any) -> CoreObservation:
+        return CoreObservation()
+
+    def step(self, action: Any, timeout_s: Any = None, **kwargs: Any) -> CoreObservation:
+        if action.block:
+            entered.set()
+            released.wait(60)
+        return CoreObservation(reward=1.0)
+
+    @property
+    def state(self) -> CoreState:
+        return self._state
+
+
+valve = threading.Timer(30, released.set)  # a stalled loop answers the other session only after this
+valve.start()
+with EnvServer(CoreBlocking, max_sessions=2) as core_server:
+    with ours.Env(core_server.url) as slow, ours.Env(core_server.url) as fast:
+        slow.reset()
+        fast.reset()
+        blocked = threading.Thread(target=slow.step, args=({"block": True},))
+        blocked.start()
+        entered.wait(60)
+        fast.step({"block": False})
+        out["core_env_answered_while_blocked"] = not released.is_set()
+        released.set()
+        blocked.join(60)
+valve.cancel()
+
 # both CLIs: ours is `python -m openenv`, theirs the `openenv` console script
 mine = subprocess.run([sys.executable, "-m", "openenv", "--help"], capture_output=True, text=True, timeout=300)
 out["ours_cli"] = [mine.returncode, "serve" in mine.stdout]

@@ -130,6 +130,7 @@ def test_both_in_one_venv_then_each_uninstalled(openenv_venv_envs: Any, our_whee
         assert [step[0] for step in out["ours_duel"]] == ["RoundObservation", "GameOverObservation"]
         assert out["ours_duel"][1][2:] == [-1.0, True]
         assert out["ours_duel_state"] == ["DuelState", True]
+        assert out["core_env_answered_while_blocked"] is True  # our server: openenv-core's env blocked one session
         assert out["ours_cli"] == [0, True] and out["theirs_cli"] == [0, True]
         assert Path(out["core_file"]).parent.parent == Path(out["ours_file"]).parent.parent  # one openenv/
         record("ours+openenv-core in one venv", "openenv-core 0.3.0 (envs' own clients)", "side by side")

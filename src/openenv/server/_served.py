@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from openenv._core.models import Action, Observation, State
 
-from ._session import close_quietly, runs_on_loop
+from ._session import close_quietly, opens_on_loop
 from .environment import Environment
 
 __all__ = ["ServedEnv", "EnvFactory"]
@@ -48,13 +48,13 @@ class ServedEnv:
         self._schema: dict[str, Any] | None = None
 
     def opens_on_loop(self) -> bool:
-        """Whether a session may be opened on an event loop: the class is known and `runs_on_loop()`.
+        """Whether a session may be opened on an event loop: the class is known and `opens_on_loop()` says so.
 
         A transport on a loop opens every other session (whose factory may
         block, or whose class is known only from an instance) on a thread.
         """
         cls = self.known_class
-        return cls is not None and runs_on_loop(cls)
+        return cls is not None and opens_on_loop(cls)
 
     # ------------------------------------------------------------ instances
 
@@ -93,13 +93,13 @@ class ServedEnv:
         A transport on an event loop answers such a request off the loop (as
         it runs a blocking environment's ``reset``/``step`` on a thread):
         ``/state`` makes a fresh instance (on the loop only for an environment
-        class that `runs_on_loop()`, as its sessions are), and ``/metadata``
+        class that `opens_on_loop()`, as its sessions are), and ``/metadata``
         and ``/schema`` make one, once, when the factory is not a class.
         ``/health`` and unknown paths touch no environment.
         """
         if path == "/state":
             cls = self.known_class
-            return cls is None or not runs_on_loop(cls)
+            return cls is None or not opens_on_loop(cls)
         if path in ("/metadata", "/schema"):
             return self.known_class is None
         return False

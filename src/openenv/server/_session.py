@@ -10,14 +10,22 @@ error codes of a frame, the envelopes and the ``mcp`` frame (through
 Environments that do not block (`runs_on_loop()`: ``async`` ``reset``/``step``,
 OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) may be driven
 on an event loop with `Session.handle_async()`, which awaits the environment's
-coroutines.  Both entry points run the same frame logic: it yields the one
-environment call it needs (an `EnvCall`) and the caller makes it,
+coroutines and, unless the environment says ``blocking = False``, runs its plain
+methods on a worker thread (as the released server does for each method that has
+no coroutine of its own).  Both entry points run the same frame logic: it yields
+the one environment call it needs (an `EnvCall`) and the caller makes it,
 synchronously or awaited.
+
+openenv-core's ``Environment`` base defines ``reset_async``/``step_async`` as
+coroutines that only call the blocking ``reset``/``step``; the released server
+awaits them only where a subclass overrides them, and so does this one
+(`async_method()`): an openenv-core environment with a plain ``step`` is blocking.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -48,7 +56,7 @@ from .tools import is_mcp_action, step_observation
 if TYPE_CHECKING:
     from ._table import SessionTable
 
-__all__ = ["Session", "EnvCall", "runs_on_loop", "close_quietly", "aclose_quietly"]
+__all__ = ["Session", "EnvCall", "runs_on_loop", "opens_on_loop", "async_method", "close_quietly", "aclose_quietly"]
 
 logger = logging.getLogger("openenv.server")
 
@@ -122,9 +130,14 @@ class Session:
         self.touched = False
         #: when the last sweep found it in use (the ``now`` it was given); ``None``: not swept yet
         self.idle_since: float | None = None
-        # the step hot path's cache: the last ``step_async`` function seen, and whether it is a coroutine function
+        # the step hot path's cache: the last ``step_async`` function seen, and whether it is a coroutine of its own
         self._alt_func: Any = None
         self._alt_coro = False
+        # the same for ``step``: the last function seen, and whether it is a coroutine function
+        self._step_func: Any = None
+        self._step_coro = False
+        #: on a loop (`handle_async()`), plain methods run on a worker thread unless it says ``blocking = False``
+        self.offload = getattr(env, "blocking", True) is not False
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id} {type(self.env).__name__} owner={self.owner}>"
@@ -203,10 +216,18 @@ class Session:
                     if alt is not None:
                         func = getattr(alt, "__func__", alt)
                         if func is not self._alt_func:  # iscoroutinefunction costs ~1 µs: once per function
-                            self._alt_func, self._alt_coro = func, inspect.iscoroutinefunction(alt)
-                        observation = await alt(plan) if self._alt_coro else env.step(plan)
+                            self._alt_func, self._alt_coro = func, _own_coroutine(alt, func)
+                    if alt is not None and self._alt_coro:
+                        observation = await alt(plan)
                     else:
-                        observation = env.step(plan)
+                        step = env.step
+                        func = getattr(step, "__func__", step)
+                        if func is not self._step_func:
+                            self._step_func, self._step_coro = func, inspect.iscoroutinefunction(step)
+                        if self._step_coro or not self.offload:
+                            observation = step(plan)
+                        else:  # a plain step beside async methods: on a thread, as the released server runs it
+                            observation = await asyncio.get_running_loop().run_in_executor(None, step, plan)
                     if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
                         observation = await observation
                     return _observation_frame(observation), True
@@ -216,7 +237,13 @@ class Session:
                 call = plan.send(None)
                 while True:
                     try:
-                        result = call.run(env, aware=True)
+                        method, (args, kwargs) = call.resolve(env, aware=True)
+                        if self.offload and not inspect.iscoroutinefunction(method):
+                            # a plain method beside async ones: on a thread, as the released server runs it
+                            loop = asyncio.get_running_loop()
+                            result = await loop.run_in_executor(None, functools.partial(method, *args, **kwargs))
+                        else:
+                            result = method(*args, **kwargs)
                         if inspect.isawaitable(result):
                             result = await result
                     except Exception as exc:
@@ -331,20 +358,20 @@ class EnvCall(NamedTuple):
     action: Any = None
     kwargs: Mapping[str, Any] | None = None
 
-    def run(self, env: Any, *, aware: bool) -> Any:
-        """Call the method on ``env``; ``aware``: prefer ``<name>_async`` when it is a coroutine function.
-
-        Returns what the method returns, which may be awaitable.
-        """
+    def resolve(self, env: Any, *, aware: bool) -> tuple[Callable[..., Any], tuple[tuple[Any, ...], dict[str, Any]]]:
+        """The method to call on ``env`` and its arguments; ``aware``: prefer its own ``<name>_async``."""
         method = getattr(env, self.name)
         if aware:
-            alt = getattr(env, self.name + "_async", None)
-            if alt is not None and inspect.iscoroutinefunction(alt):
+            alt = async_method(env, self.name)
+            if alt is not None:
                 method = alt
         kwargs = filter_kwargs(method, self.kwargs) if self.kwargs else {}
-        if self.name == "step":
-            return method(self.action, **kwargs)
-        return method(**kwargs)
+        return method, ((self.action,) if self.name == "step" else (), kwargs)
+
+    def run(self, env: Any, *, aware: bool) -> Any:
+        """Call the method on ``env`` (`resolve()`); returns what it returns, which may be awaitable."""
+        method, (args, kwargs) = self.resolve(env, aware=aware)
+        return method(*args, **kwargs)
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -361,10 +388,52 @@ def runs_on_loop(env: Any) -> bool:
     """
     if getattr(env, "blocking", True) is False:
         return True
-    for name in ("step", "reset", "step_async", "reset_async"):
-        if inspect.iscoroutinefunction(getattr(env, name, None)):
-            return True
-    return False
+    return any(_async_call(env, name) for name in ("step", "reset"))
+
+
+def opens_on_loop(env: Any) -> bool:
+    """Whether ``env`` (a class) may be created on an event loop: ``blocking = False``, or no plain ``reset``/``step``.
+
+    An environment with a plain method beside its coroutines may block in its
+    constructor as well: it is created on a thread (as the released server
+    creates every environment).
+    """
+    if getattr(env, "blocking", True) is False:
+        return True
+    return all(_async_call(env, name) for name in ("step", "reset"))
+
+
+def _async_call(env: Any, name: str) -> bool:
+    """Whether the server's call ``name`` (``reset`` or ``step``) of ``env`` is a coroutine."""
+    return async_method(env, name) is not None or inspect.iscoroutinefunction(getattr(env, name, None))
+
+
+def async_method(env: Any, name: str) -> Any:
+    """``env``'s ``<name>_async`` (OpenEnv's ``reset_async``/``step_async``) if a coroutine of its own, else ``None``.
+
+    openenv-core's ``Environment`` base defines both as coroutines that only
+    call the blocking ``reset``/``step``: the released server awaits them only
+    where a subclass overrides them, and so does this one.
+    """
+    alt = getattr(env, name + "_async", None)
+    if alt is None:
+        return None
+    return alt if _own_coroutine(alt, getattr(alt, "__func__", alt)) else None
+
+
+#: the modules of openenv-core's ``Environment`` (``openenv_core``: its releases before the ``openenv`` namespace)
+_CORE_MODULES = ("openenv.core.", "openenv_core.")
+
+
+def _own_coroutine(alt: Any, func: Any) -> bool:
+    """Whether ``alt`` is a coroutine function other than openenv-core's default ``reset_async``/``step_async``."""
+    if not inspect.iscoroutinefunction(alt):
+        return False
+    module = getattr(func, "__module__", None) or ""
+    return not (
+        module.startswith(_CORE_MODULES)
+        and getattr(func, "__qualname__", None) in ("Environment.reset_async", "Environment.step_async")
+    )
 
 
 def _failed(what: str, exc: Exception) -> str:
