@@ -78,6 +78,15 @@ def test_a_caller_that_found_no_room_itself_asks_for_a_delay() -> None:
     assert retry.delay(10.0) == 0.4 and retry.delay(10.5) is None
 
 
+def test_a_caller_that_lets_go_while_it_waits_spreads_its_delay() -> None:
+    """Pools sharing a full server let go of their places while they wait: their retries must not come back in step."""
+    retry = CapacityWait(10.0, now=0.0).retry()
+    assert [retry.delay(0.0, spread=draw) for draw in (0.0, 0.5, 0.999)] == pytest.approx([0.025, 0.05, 0.07495])
+    assert retry.delay(0.0, spread=0.5) == pytest.approx(0.1)  # the schedule goes on: 0.1 spread by one
+    assert retry.delay(9.99, spread=0.99) == pytest.approx(0.01)  # never past the deadline
+    assert retry.delay(10.0, spread=0.0) is None
+
+
 def test_giving_up_says_how_long_it_waited_and_what_to_do() -> None:
     retry = CapacityWait(3.0, now=0.0).retry()
     final = retry.final(_full(active_sessions=4, max_sessions=4))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -581,6 +582,39 @@ async def test_capacity_retries_of_reset_run_together_within_one_deadline() -> N
     finally:
         for server in servers:
             server.close()
+
+
+async def test_pools_sharing_a_full_server_take_turns_instead_of_locking_each_other_out(server_factory: Any) -> None:
+    # Six pools of four on a server of eight, opened at once (threads on the blocking twin): each one used to
+    # keep the places it had while it waited for the rest, so that two or more held a part each and all
+    # waited until capacity_timeout. A pool now lets go of that server's places while it waits.
+    server = server_factory(max_sessions=8)
+
+    async def one_pool(n: int) -> int:
+        async with EnvPool(server.url, size=4, capacity_timeout=60) as pool:
+            results = await pool.reset(kwargs={"start": n})
+            assert [r.observation["count"] for r in results] == [n] * 4
+        return n
+
+    assert await gather(*[functools.partial(one_pool, n) for n in range(6)], stagger=0) == list(range(6))
+    await until(lambda: server.active_sessions == 0)
+
+
+async def test_a_connect_that_fails_closes_what_it_opened(server_factory: Any) -> None:
+    server = server_factory(max_sessions=4)
+    others = [Env(server.url) for _ in range(3)]
+    for other in others:
+        await other.connect()
+    pool = EnvPool(server.url, size=2, capacity_timeout=0.3)
+    with pytest.raises(CapacityReached, match="still full after waiting capacity_timeout=0.3 s"):
+        await pool.connect()  # one session opened, one refused: the opened one is let go again
+    await until(lambda: server.active_sessions == 3)
+    for other in others:
+        await other.close()
+    await pool.connect()  # it may be called again
+    assert [r.observation["count"] for r in await pool.reset()] == [0, 0]
+    await pool.close()
+    await until(lambda: server.active_sessions == 0)
 
 
 async def test_step_under_max_concurrency_reads_whichever_reply_comes_first() -> None:

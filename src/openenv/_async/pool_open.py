@@ -10,6 +10,7 @@ the pool's sessions (``PoolSessions``), core, flight room, options and life.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,17 +76,22 @@ class PoolOpening:
     async def open_envs(
         self, envs: Sequence[Env[Any, Any, Any]], indices: Sequence[int], *, renew: bool = False
     ) -> None:
-        """Connect ``envs`` (sessions ``indices``) concurrently, each waiting while its server is full.
+        """Connect ``envs`` (sessions ``indices``) concurrently, waiting while their servers are full.
 
-        Interrupted (Ctrl-C on the blocking twin, cancellation here), the waits
-        stop and ``envs`` are closed; with ``renew`` the pool's sessions at
-        ``indices`` get fresh clients so that ``connect()`` can be called again.
+        No hold and wait: while some of them wait for room on a server, the
+        others this call opened on that server are let go again, and all of
+        them try again together after the core's delay (spread at random), so
+        that pools sharing a server never each hold a part of it while waiting
+        for the rest.  On failure (or interrupted: Ctrl-C on the blocking twin,
+        cancellation here) what this call opened is closed; with ``renew`` the
+        pool's sessions at ``indices`` get fresh clients so that ``connect()``
+        can be called again.
         """
         envs = list(envs)  # not the pool's list: ``renew`` changes that one
-        wait = CapacityWait(self.options.capacity_timeout, time.monotonic())
+        retry = CapacityWait(self.options.capacity_timeout, time.monotonic()).retry()
         stop = _Stop()
 
-        async def interrupted() -> None:
+        async def let_go() -> None:
             stop.set = True  # the waits between tries end; closing ends a handshake or read under way
             if renew:
                 for index in indices:
@@ -93,16 +99,48 @@ class PoolOpening:
             for env in envs:
                 await quietly(env.close)
 
-        calls = [_bind(self.with_capacity, env, env.connect, wait, stop) for env in envs]
-        outcomes = await run_all(calls, interrupted, OPENING_AT_ONCE)
-        errors = {i: out for i, out in zip(indices, outcomes, strict=True) if isinstance(out, BaseException)}
+        pairs = [*zip(self.sessions.envs, self.sessions.urls, strict=True), *self.sessions.growing]
+        known = {id(env): url for env, url in pairs}
+        urls = [known.get(id(env)) for env in envs]
+        pending = list(range(len(envs)))
+        errors: dict[int, BaseException] = {}
+        while True:
+            outcomes = await run_all([envs[k].connect for k in pending], let_go, OPENING_AT_ONCE)
+            refused: dict[int, OpenEnvError] = {}
+            for k, out in zip(pending, outcomes, strict=True):
+                if not isinstance(out, BaseException):
+                    continue
+                if isinstance(out, CapacityReached):
+                    try:
+                        self.check_overcommitted(envs[k], out)
+                    except OpenEnvError as exc:
+                        errors[k] = exc  # more sessions than the server holds: waiting cannot help
+                        continue
+                if isinstance(out, OpenEnvError) and waits_for_capacity(out):
+                    refused[k] = out
+                else:
+                    errors[k] = out
+            if errors or not refused:
+                errors.update(refused)
+                break
+            delay = retry.delay(time.monotonic(), spread=random.random())
+            if delay is None:
+                errors.update({k: retry.final(refusal) for k, refusal in refused.items()})
+                break
+            full = {urls[k] for k in refused}
+            held = [k for k in range(len(envs)) if k not in refused and urls[k] in full]
+            await run_all([envs[k].disconnect for k in held], noop)  # let go of that server's places meanwhile
+            pending = sorted([*refused, *held])
+            await _pause(delay, stop)
         if errors:
-            for exc in errors.values():
-                if not isinstance(exc, Exception):
-                    raise exc
-            ours = {i: e for i, e in errors.items() if isinstance(e, OpenEnvError)}
-            first = next(iter(errors.values()))
-            if len(ours) != len(errors) or all(waits_for_capacity(e) for e in errors.values()):
+            await let_go()
+            for failure in errors.values():
+                if not isinstance(failure, Exception):
+                    raise failure
+            by_index = {indices[k]: failure for k, failure in sorted(errors.items())}
+            ours = {i: e for i, e in by_index.items() if isinstance(e, OpenEnvError)}
+            first = next(iter(by_index.values()))
+            if len(ours) != len(by_index) or all(waits_for_capacity(e) for e in by_index.values()):
                 raise first  # a full (or overloaded) server: its error says how long the pool waited
             raise PoolError(pool_error(PoolCall.OPENING, list(indices), {}, ours), {}, ours) from first
 

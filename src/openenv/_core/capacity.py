@@ -190,12 +190,20 @@ class CapacityRetry:
         self.wait = wait
         self._delays = capacity_delays()
 
-    def delay(self, now: float) -> float | None:
-        """Seconds to wait before the next try at ``now``, the caller having found no room; ``None``: give up."""
+    def delay(self, now: float, *, spread: float | None = None) -> float | None:
+        """Seconds to wait before the next try at ``now``, the caller having found no room; ``None``: give up.
+
+        Args:
+            spread: a random draw in [0, 1) (the caller's ``random.random()``) that spreads
+                the delay over half to one and a half of the schedule's: for callers that let
+                go of their places while they wait, so that they do not all come back at once.
+        """
         left = self.wait.left(now)
         if left is not None and left <= 0:
             return None
         delay = next(self._delays)
+        if spread is not None:
+            delay *= 0.5 + spread
         return delay if left is None else min(delay, left)
 
     def after(self, error: BaseException, now: float) -> float | None:

@@ -77,7 +77,8 @@ def _split(url: str) -> SplitResult:
         shown = redact_url(url)
         # the parser's reason quotes the part it choked on: for "user:pa/ss@host", a piece of the password
         reason = (
-            "its user name or password holds '/', '?', '#' or '@': percent-encode them (urllib.parse.quote(..., safe=''))"
+            "its user name or password holds '/', '?', '#' or '@': "
+            "percent-encode them (urllib.parse.quote(..., safe=''))"
             if "@" in text and shown != url
             else str(exc)
         )
