@@ -100,6 +100,9 @@ async def test_trl_shaped_rollouts_share_one_server(caplog: Any) -> None:
                 assert await env.reset(**row) == "\n\nGuess a number from 1 to 10."  # apart from the prompt
         dropped = [r for r in caplog.records if r.name == "openenv.trl" and "drops" in r.getMessage()]
         assert len(dropped) == 1 and "['answer', 'prompt']" in dropped[0].getMessage()
+        # a dataset column lost is a warning (a TRL run shows no INFO); it names what is forwarded and how to fix it
+        assert dropped[0].levelno == logging.WARNING
+        assert "forwards only episode_id, seed" in dropped[0].getMessage() and "reset_keys=" in dropped[0].getMessage()
         for env in envs:
             assert await env.hint() == "odd"
             assert await env.guess(3) == "Higher."
@@ -230,6 +233,17 @@ async def test_tools_before_reset_and_after_close(guess_server: Any) -> None:
         cls()
     with pytest.raises(EnvClosed):
         await env.reset()
+
+
+async def test_trls_own_prompt_column_dropped_alone_is_no_warning(guess_server: Any, caplog: Any) -> None:
+    cls = await environment_factory(guess_server.url)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="openenv.trl"):
+            await cls().reset(prompt=[{"role": "user", "content": "go"}], seed=1)
+        dropped = [r for r in caplog.records if r.name == "openenv.trl" and "drops" in r.getMessage()]
+        assert [r.levelno for r in dropped] == [logging.DEBUG]
+    finally:
+        await cls.close()
 
 
 async def test_reset_keys_forward_dataset_columns(guess_server: Any) -> None:

@@ -73,6 +73,15 @@ if image:
         out["docker_step"] = env.step({"message": "docker"}).observation
         name = docker_provider.name
     out["docker_left"] = [c.name for c in engine.containers.list(all=True, filters={"name": name})]
+    # a pool of them, each wrapped with its image: ours too (OpenEnv's names its containers by the
+    # millisecond, so that a pool's starting together collided)
+    with ours.EnvPool.from_provider(
+        lambda i: ours.OpenEnvProvider(upstream.LocalDockerProvider(), image=image), size=2, ready_timeout=240
+    ) as pool:
+        out["docker_pool_providers"] = sorted({type(e.provider).__name__ for e in pool.envs})
+        out["docker_pool_step"] = [r.observation["echoed_message"] for r in pool.step([{"message": "a"}] * 2)]
+        names = [e.provider.name for e in pool.envs]
+    out["docker_pool_left"] = [c.name for n in names for c in engine.containers.list(all=True, filters={"name": n})]
     # a LocalDockerProvider object for Env.from_provider alone: it needs its image
     try:
         ours.Env.from_provider(local)

@@ -131,6 +131,7 @@ def test_openenv_providers_unchanged(providers_python: Path, tmp_path: Path) -> 
     assert out["uv_step"]["echoed_message"] == "HI"
     assert out["uv_left"] == []
     assert "DockerSwarmProvider is not supported" in out["swarm"] and "swarm init" in out["swarm"]
+    assert "may have switched" in out["swarm"]  # its constructor was not run here
     record("ours (sync)", "openenv 0.10.0 UVProvider", "translated to CheckoutProvider")
     record("ours (sync)", "openenv 0.10.0 DockerSwarmProvider", "refused", "refused", "switches the engine to swarm")
     # the environment package by name: its default image, or base_url= typed with its own client
@@ -146,5 +147,7 @@ def test_openenv_providers_unchanged(providers_python: Path, tmp_path: Path) -> 
     assert out["docker_bindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": ""}]}
     assert out["docker_step"]["echoed_message"] == "docker"
     assert out["docker_left"] == []
-    assert "needs an image" in out["docker_no_image"]
+    assert "needs an image" in out["docker_no_image"] and "EnvPool.from_docker_image" in out["docker_no_image"]
+    assert out["docker_pool_providers"] == ["DockerProvider"] and out["docker_pool_step"] == ["a", "a"]
+    assert out["docker_pool_left"] == []
     record("ours (sync)", "openenv 0.10.0 LocalDockerProvider", "translated to DockerProvider")

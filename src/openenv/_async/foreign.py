@@ -122,6 +122,12 @@ def adopt_provider(
         ProviderError: a ``DockerSwarmProvider``.
     """
     if isinstance(provider, OpenEnvProvider):
+        module, name = _class_path(provider.provider)
+        unused = not (provider._starting or provider._started)
+        if name == "LocalDockerProvider" and module.split(".")[0] == "openenv" and provider.image and unused:
+            # OpenEnv's own Docker provider, wrapped as the old advice said: ours starts the same image safely
+            # (its containers are named by the millisecond: a pool's collide; published on every interface)
+            return DockerProvider(provider.image, env_vars=provider.env_vars, port=provider.port)
         return provider
     kind = provider_kind(provider)
     if kind == "ours":
@@ -130,7 +136,7 @@ def adopt_provider(
     if module.split(".")[0] == "openenv":
         if name == "DockerSwarmProvider":
             raise ProviderError(
-                "DockerSwarmProvider is not supported: its constructor already switched this Docker engine into "
+                "DockerSwarmProvider is not supported: its constructor may have switched this Docker engine into "
                 "swarm mode (docker swarm init), its published ports listen on every interface, and its routing "
                 "mesh needs IPVS. Pass LocalDockerProvider() (translated to our DockerProvider), or use "
                 "EnvPool.from_docker_image(image, size=N) for many servers, or RayProvider for a cluster "
@@ -169,7 +175,8 @@ def provider_image(source: str, where: Target | None) -> str:
 def _needs_image(provider: object) -> str:
     return (
         f"{type(provider).__name__} is an OpenEnv ContainerProvider: it needs an image to start; "
-        "pass it as Env.from_docker_image(image, provider=p), Env.from_env(image, provider=p), "
+        "pass it as Env.from_docker_image(image, provider=p) or Env.from_env(image, provider=p), "
+        "use EnvPool.from_docker_image(image, size=N) for a pool of them, "
         "or wrap it: Env.from_provider(OpenEnvProvider(p, image=image))"
     )
 

@@ -100,6 +100,10 @@ def _manifest(dist: Any, module: str) -> dict[str, str] | None:
     else:  # an editable install: its files are elsewhere (find_spec does not import a top-level module)
         import importlib.util
 
+        if not _editable(dist):
+            # a distribution without that module (openenv-sprites, a provider plugin, ships no ``sprites``):
+            # the ``sprites`` find_spec would find is another distribution's
+            return None
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError):
@@ -116,6 +120,17 @@ def _manifest(dist: Any, module: str) -> dict[str, str] | None:
         if match:
             manifest.setdefault(match.group(1), match.group(2))
     return manifest
+
+
+def _editable(dist: Any) -> bool:
+    """Whether ``dist`` is an editable install (PEP 610: ``direct_url.json`` says ``"editable": true``)."""
+    import json
+
+    try:
+        text = dist.read_text("direct_url.json")
+        return bool(text) and json.loads(text).get("dir_info", {}).get("editable") is True
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _expand(path: str) -> str:

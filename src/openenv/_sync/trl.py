@@ -127,17 +127,22 @@ class _Shared:
             raise EnvClosed(f"{self.name} was closed (its server is gone); call environment_factory(...) again")
 
     def log_dropped(self, dropped: list[str]) -> None:
+        """Say once which dataset columns ``reset`` does not forward (a warning unless only TRL's ``prompt``)."""
         with self.lock:
             if self.dropped_logged:
                 return
             self.dropped_logged = True
-        takes = "any keyword" if self.reset_keys is None else ", ".join(sorted(self.reset_keys)) or "no keyword"
-        logger.info(
-            "%s.reset drops the dataset columns %s: the environment's reset takes %s "
-            "(pass reset_keys=... to environment_factory to forward others); said once",
+        forwards = ", ".join(sorted(self.reset_keys or ())) or "no column"
+        # TRL hands reset the whole dataset row: its own "prompt" is never meant for the environment
+        level = logging.WARNING if set(dropped) - {"prompt"} else logging.DEBUG
+        logger.log(
+            level,
+            "%s.reset drops the dataset columns %s: it forwards only %s (the keywords the server declares its "
+            "reset takes; when it declares none, seed and episode_id). Pass reset_keys=[...] (or reset_keys='all') "
+            "to environment_factory to forward others; said once",
             self.name,
             dropped,
-            takes,
+            forwards,
         )
 
     def close(self) -> None:
