@@ -81,7 +81,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"serving {srv.name} on {srv.url}", file=sys.stderr, flush=True)  # the first line: what tools wait for
         if srv.transport == "threads":
             print(
-                "note: the threads transport runs two threads per connection and is unfit for hundreds of "
+                "note: the threads transport runs three threads per connection and is unfit for hundreds of "
                 "clients opening at once (1,000 took up to 25 s); use --transport asyncio or --asgi for those",
                 file=sys.stderr,
                 flush=True,
@@ -194,7 +194,7 @@ def add_parser(commands: Any, raw: type[argparse.HelpFormatter]) -> None:
         choices=["asyncio", "threads"],
         default=None,
         help="asyncio: one event loop, a worker thread only per blocking session; threads: websockets' "
-        "threading server, two threads per connection, unfit for hundreds of clients opening at once "
+        "threading server, three threads per connection, unfit for hundreds of clients opening at once "
         "(default: $OPENENV_SERVER_TRANSPORT, else asyncio)",
     )
     p_serve.add_argument(
