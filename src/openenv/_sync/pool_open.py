@@ -78,8 +78,8 @@ class PoolOpening:
     ) -> None:
         """Connect ``envs`` (sessions ``indices``) concurrently, waiting while their servers are full.
 
-        No hold and wait: while some of them wait for room on a server, the
-        others this call opened on that server are let go again, and all of
+        No hold and wait: while some of them wait for room on a full server
+        (``CAPACITY_REACHED``), the others this call opened there are let go again, and all of
         them try again together after the core's delay (spread at random), so
         that pools sharing a server never each hold a part of it while waiting
         for the rest.  On failure (or interrupted: Ctrl-C on the blocking twin,
@@ -127,7 +127,8 @@ class PoolOpening:
             if delay is None:
                 errors.update({k: retry.final(refusal) for k, refusal in refused.items()})
                 break
-            full = {urls[k] for k in refused}
+            # a full server (not one refusing handshakes for a while: HTTP 503, its cap on pending ones)
+            full = {urls[k] for k, refusal in refused.items() if isinstance(refusal, CapacityReached)}
             held = [k for k in range(len(envs)) if k not in refused and urls[k] in full]
             run_all([envs[k].disconnect for k in held], noop)  # let go of that server's places meanwhile
             pending = sorted([*refused, *held])
