@@ -78,9 +78,9 @@ if image:
     with ours.EnvPool.from_provider(
         lambda i: ours.OpenEnvProvider(upstream.LocalDockerProvider(), image=image), size=2, ready_timeout=240
     ) as pool:
-        out["docker_pool_providers"] = sorted({type(e.provider).__name__ for e in pool.envs})
+        out["docker_pool_providers"] = sorted({type(p).__name__ for p in pool.providers})
         out["docker_pool_step"] = [r.observation["echoed_message"] for r in pool.step([{"message": "a"}] * 2)]
-        pool_providers: list[Any] = [e.provider for e in pool.envs]
+        pool_providers: list[Any] = pool.providers
         names = [provider.name for provider in pool_providers]
     out["docker_pool_left"] = [c.name for n in names for c in engine.containers.list(all=True, filters={"name": n})]
     # a LocalDockerProvider object for Env.from_provider alone: it needs its image
