@@ -45,6 +45,25 @@ async def test_cancellation_mid_step_loses_the_session_cleanly(server_factory: A
     await env.close()
 
 
+async def test_a_pool_cancelled_while_waiting_for_room_closes_what_it_opened(server_factory: Any) -> None:
+    from openenv.aio import EnvPool
+
+    roomy, full = server_factory(max_sessions=4), server_factory(max_sessions=1)
+    blocker = await Env(full.url).connect()
+    pool = EnvPool([roomy.url, full.url], capacity_timeout=60)
+    task = asyncio.create_task(pool.connect())
+    await until(lambda: roomy.active_sessions == 1)  # its session on the roomy server is open; the other waits
+    await asyncio.sleep(0.7)  # into the backoff's longer waits (cancelled between two tries, not during one)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await until(lambda: roomy.active_sessions == 0)  # let go of, not left open until garbage collection
+    await blocker.close()
+    await pool.connect()  # fresh clients: it may be called again
+    assert len(await pool.reset()) == 2
+    await pool.close()
+
+
 async def test_timeout_from_the_caller_is_cancellation(server_factory: Any) -> None:
     server = server_factory(CounterEnv, max_sessions=2)
     async with Env(server.url) as env:

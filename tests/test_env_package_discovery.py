@@ -62,5 +62,8 @@ def test_an_editable_install_is_found_where_its_module_lives(site: Path, tmp_pat
         _dist_info(site, "openenv-editable-env", ["__editable__.openenv_editable_env-0.1.0.pth"], editable=True)
         found = {package.package: package for package in installed_env_packages()}
         assert "openenv-editable-env" in found
+        # an older editable install (an egg-link: no PEP 610 record) still counts, by its module's manifest
+        (site / "openenv_editable_env-0.1.0.dist-info" / "direct_url.json").unlink()
+        assert "openenv-editable-env" in {package.package for package in installed_env_packages()}
     finally:
         sys.path.remove(str(source))

@@ -212,8 +212,12 @@ def test_a_plain_reset_beside_an_async_step_runs_on_a_thread_and_stalls_no_sessi
     server = serve(MixedEnv, "asyncio")
     loop_thread = f"openenv-server-{server.port}"
     with connect(server.ws_url) as slow, connect(server.ws_url) as fast:
-        assert _ask(fast, {"type": "reset"})["data"]["observation"]["thread"] != loop_thread
+        thread = _ask(fast, {"type": "reset"})["data"]["observation"]["thread"]
+        assert thread != loop_thread
         assert _step(fast, "0") == {"thread": loop_thread, "message": "0"}  # the coroutine: on the loop
+        # every plain call of a session on its one thread (thread-bound resources), as the released server
+        assert _ask(fast, {"type": "reset"})["data"]["observation"]["thread"] == thread
+        assert _ask(slow, {"type": "reset"})["data"]["observation"]["thread"] not in (thread, loop_thread)
         slow.send(json.dumps({"type": "reset", "data": {"block": True}}))
         assert MixedEnv.entered.wait(30)
         for n in range(3):  # answered while the other session's reset is blocked
@@ -385,6 +389,25 @@ def test_asgi_runs_non_blocking_envs_on_its_loop(asgi_server_factory: Callable[.
             expected = "async:x" if factory is StepAsyncEnv else "x"
             assert _step(ws, "x") == {"thread": loop_thread, "message": expected}
         server.stop()
+
+
+def test_asgi_runs_a_plain_reset_beside_an_async_step_on_the_sessions_thread(
+    asgi_server_factory: Callable[..., Any],
+) -> None:
+    MixedEnv.released.clear()
+    MixedEnv.entered.clear()
+    server = asgi_server_factory(MixedEnv, max_sessions=2)
+    loop_thread = server._thread.name
+    url = server.url.replace("http", "ws") + "/ws"
+    with connect(url) as slow, connect(url) as fast:
+        thread = _ask(fast, {"type": "reset"})["data"]["observation"]["thread"]
+        assert thread != loop_thread and _ask(fast, {"type": "reset"})["data"]["observation"]["thread"] == thread
+        assert _step(fast, "0") == {"thread": loop_thread, "message": "0"}
+        slow.send(json.dumps({"type": "reset", "data": {"block": True}}))
+        assert MixedEnv.entered.wait(30)
+        assert _step(fast, "1")["message"] == "1"  # answered while the other session's reset is blocked
+        MixedEnv.released.set()
+        assert json.loads(slow.recv(timeout=30))["type"] == "observation"
 
 
 def test_asgi_gives_blocking_envs_a_thread_per_session(asgi_server_factory: Callable[..., Any]) -> None:

@@ -617,6 +617,14 @@ def test_a_connect_that_fails_closes_what_it_opened(server_factory: Any) -> None
     until(lambda: server.active_sessions == 0)
 
 
+def test_connect_again_leaves_the_open_sessions_and_their_episodes(server_factory: Any) -> None:
+    server = server_factory(max_sessions=2)
+    with EnvPool(server.url, size=2) as pool:
+        pool.reset(kwargs={"start": 5})
+        pool.connect()  # idempotent: nothing reopened, no episode lost
+        assert [r.observation["count"] for r in pool.step([{"delta": 1}] * 2)] == [6, 6]
+
+
 def test_step_under_max_concurrency_reads_whichever_reply_comes_first() -> None:
     from openenv.server import EnvServer
 

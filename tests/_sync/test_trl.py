@@ -240,8 +240,9 @@ def test_trls_own_prompt_column_dropped_alone_is_no_warning(guess_server: Any, c
     try:
         with caplog.at_level(logging.DEBUG, logger="openenv.trl"):
             cls().reset(prompt=[{"role": "user", "content": "go"}], seed=1)
+            cls().reset(prompt=[{"role": "user", "content": "go"}], level=3, seed=2)  # a column lost
         dropped = [r for r in caplog.records if r.name == "openenv.trl" and "drops" in r.getMessage()]
-        assert [r.levelno for r in dropped] == [logging.DEBUG]
+        assert [r.levelno for r in dropped] == [logging.DEBUG, logging.WARNING]
     finally:
         cls.close()
 

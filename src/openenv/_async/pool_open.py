@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._core.capacity import CapacityWait, waits_for_capacity
+from .._core.capacity import LET_GO_AFTER, CapacityWait, waits_for_capacity
 from .._core.errors import (
     CapacityReached,
     ConnectError,
@@ -78,61 +78,77 @@ class PoolOpening:
     ) -> None:
         """Connect ``envs`` (sessions ``indices``) concurrently, waiting while their servers are full.
 
-        No hold and wait: while some of them wait for room on a full server
-        (``CAPACITY_REACHED``), the others this call opened there are let go again, and all of
-        them try again together after the core's delay (spread at random), so
-        that pools sharing a server never each hold a part of it while waiting
-        for the rest.  On failure (or interrupted: Ctrl-C on the blocking twin,
-        cancellation here) what this call opened is closed; with ``renew`` the
-        pool's sessions at ``indices`` get fresh clients so that ``connect()``
-        can be called again.
+        No hold and wait: once a full server (``CAPACITY_REACHED``) has refused
+        past the quick retries (`LET_GO_AFTER`), the sessions this call opened
+        there are let go while it waits, and all of them try again together after
+        the core's delay, spread at random: pools sharing a server never each
+        hold a part of it while waiting for the rest.  A session that was
+        connected before this call is left as it is.  On failure (or interrupted:
+        Ctrl-C on the blocking twin, cancellation here) what this call opened is
+        closed; with ``renew`` those sessions get fresh clients, so that
+        ``connect()`` can be called again.
         """
         envs = list(envs)  # not the pool's list: ``renew`` changes that one
         retry = CapacityWait(self.options.capacity_timeout, time.monotonic()).retry()
         stop = _Stop()
+        kept = {k for k, env in enumerate(envs) if env.connected}  # an open session, with its episode: left alone
+        mine = [k for k in range(len(envs)) if k not in kept]
+        let_go_done = False
 
         async def let_go() -> None:
+            nonlocal let_go_done
             stop.set = True  # the waits between tries end; closing ends a handshake or read under way
+            if let_go_done:
+                return
+            let_go_done = True
             if renew:
-                for index in indices:
-                    self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
-            for env in envs:
-                await quietly(env.close)
+                for k in mine:
+                    self.sessions.envs[indices[k]] = self.sessions.new_env(self.sessions.urls[indices[k]])
+            for k in mine:
+                await quietly(envs[k].close)
 
         pairs = [*zip(self.sessions.envs, self.sessions.urls, strict=True), *self.sessions.growing]
         known = {id(env): url for env, url in pairs}
         urls = [known.get(id(env)) for env in envs]
-        pending = list(range(len(envs)))
+        pending = mine
         errors: dict[int, BaseException] = {}
-        while True:
-            outcomes = await run_all([envs[k].connect for k in pending], let_go, OPENING_AT_ONCE)
-            refused: dict[int, OpenEnvError] = {}
-            for k, out in zip(pending, outcomes, strict=True):
-                if not isinstance(out, BaseException):
-                    continue
-                if isinstance(out, CapacityReached):
-                    try:
-                        self.check_overcommitted(envs[k], out)
-                    except OpenEnvError as exc:
-                        errors[k] = exc  # more sessions than the server holds: waiting cannot help
+        refusals = 0
+        try:
+            while pending:
+                outcomes = await run_all([envs[k].connect for k in pending], let_go, OPENING_AT_ONCE)
+                refused: dict[int, OpenEnvError] = {}
+                for k, out in zip(pending, outcomes, strict=True):
+                    if not isinstance(out, BaseException):
                         continue
-                if isinstance(out, OpenEnvError) and waits_for_capacity(out):
-                    refused[k] = out
-                else:
-                    errors[k] = out
-            if errors or not refused:
-                errors.update(refused)
-                break
-            delay = retry.delay(time.monotonic(), spread=random.random())
-            if delay is None:
-                errors.update({k: retry.final(refusal) for k, refusal in refused.items()})
-                break
-            # a full server (not one refusing handshakes for a while: HTTP 503, its cap on pending ones)
-            full = {urls[k] for k, refusal in refused.items() if isinstance(refusal, CapacityReached)}
-            held = [k for k in range(len(envs)) if k not in refused and urls[k] in full]
-            await run_all([envs[k].disconnect for k in held], noop)  # let go of that server's places meanwhile
-            pending = sorted([*refused, *held])
-            await _pause(delay, stop)
+                    if isinstance(out, CapacityReached):
+                        try:
+                            self.check_overcommitted(envs[k], out)
+                        except OpenEnvError as exc:
+                            errors[k] = exc  # more sessions than the server holds: waiting cannot help
+                            continue
+                    if isinstance(out, OpenEnvError) and waits_for_capacity(out):
+                        refused[k] = out
+                    else:
+                        errors[k] = out
+                if errors or not refused:
+                    errors.update(refused)
+                    break
+                delay = retry.delay(time.monotonic(), spread=random.random())
+                if delay is None:
+                    errors.update({k: retry.final(refusal) for k, refusal in refused.items()})
+                    break
+                refusals += 1
+                held: list[int] = []
+                if refusals > LET_GO_AFTER:
+                    # a full server (not one refusing handshakes for a while: HTTP 503, its cap on pending ones)
+                    full = {urls[k] for k, refusal in refused.items() if isinstance(refusal, CapacityReached)}
+                    held = [k for k in mine if k not in refused and urls[k] in full and envs[k].connected]
+                    await run_all([envs[k].disconnect for k in held], let_go)  # its places, while it waits
+                pending = sorted([*refused, *held])
+                await _pause(delay, stop)
+        except BaseException:
+            await let_go()  # interrupted (or a bug): nothing this call opened stays open
+            raise
         if errors:
             await let_go()
             for failure in errors.values():

@@ -106,7 +106,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.instances: list[TRLEnvironment] = []
         self.closed = False
-        self.dropped_logged = False
+        self.dropped_logged = 0  # the level of the last "drops the dataset columns" line (0: none yet)
         self.recipe: _Recipe | None = None  # how to build the class again in another process (pickle)
         self.pid = os.getpid()
         atexit.register(self.at_exit)
@@ -128,17 +128,17 @@ class _Shared:
 
     def log_dropped(self, dropped: list[str]) -> None:
         """Say once which dataset columns ``reset`` does not forward (a warning unless only TRL's ``prompt``)."""
-        with self.lock:
-            if self.dropped_logged:
-                return
-            self.dropped_logged = True
-        forwards = ", ".join(sorted(self.reset_keys or ())) or "no column"
         # TRL hands reset the whole dataset row: its own "prompt" is never meant for the environment
         level = logging.WARNING if set(dropped) - {"prompt"} else logging.DEBUG
+        with self.lock:
+            if level <= self.dropped_logged:  # said once at each level (a warning after a debug line still comes)
+                return
+            self.dropped_logged = level
+        forwards = ", ".join(sorted(self.reset_keys or ())) or "no column"
         logger.log(
             level,
-            "%s.reset drops the dataset columns %s: it forwards only %s (the keywords the server declares its "
-            "reset takes; when it declares none, seed and episode_id). Pass reset_keys=[...] (or reset_keys='all') "
+            "%s.reset drops the dataset columns %s: it forwards only %s (reset_keys, else the keywords the server "
+            "declares its reset takes, else seed and episode_id). Pass reset_keys=[...] (or reset_keys='all') "
             "to environment_factory to forward others; said once",
             self.name,
             dropped,

@@ -100,10 +100,7 @@ def _manifest(dist: Any, module: str) -> dict[str, str] | None:
     else:  # an editable install: its files are elsewhere (find_spec does not import a top-level module)
         import importlib.util
 
-        if not _editable(dist):
-            # a distribution without that module (openenv-sprites, a provider plugin, ships no ``sprites``):
-            # the ``sprites`` find_spec would find is another distribution's
-            return None
+        editable = _editable(dist)
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError):
@@ -114,6 +111,11 @@ def _manifest(dist: Any, module: str) -> dict[str, str] | None:
             with contextlib.suppress(OSError), open(os.path.join(location, "openenv.yaml"), encoding="utf-8") as f:
                 text = f.read()
                 break
+        if text is None and not editable:
+            # a distribution without that module, and what find_spec found has no manifest: another distribution's
+            # (openenv-sprites, a provider plugin, ships no ``sprites``; that is the sprites SDK's module). An
+            # editable install without PEP 610's record (an egg-link) still counts by its manifest.
+            return None
     manifest: dict[str, str] = {}
     for line in (text or "").splitlines():
         match = _MANIFEST_KEY.match(line.rstrip())

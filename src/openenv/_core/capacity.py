@@ -33,6 +33,7 @@ from .errors import CapacityReached, ConnectError, OpenEnvError, SessionBusy
 from .servers import RAISE_SESSION_LIMIT
 
 __all__ = [
+    "LET_GO_AFTER",
     "backoff",
     "capacity_delays",
     "waits_for_capacity",
@@ -46,6 +47,12 @@ __all__ = [
     "TOOLS_REMEDY",
     "instances_remedy",
 ]
+
+#: Refusals of a full server that a caller opening several sessions on it waits through holding those it
+#: opened (the schedule's quick retries: a server usually frees a slot within moments, and letting go makes it
+#: close and create environments); from the next one on it lets go of them while it waits (no hold and wait:
+#: pools sharing a server would otherwise each hold a part and wait for the rest).
+LET_GO_AFTER = 3
 
 #: the remedy for a pool's sessions (and any client) refused by a full server
 SESSIONS_REMEDY = f"Use fewer sessions, close others, or {RAISE_SESSION_LIMIT}"

@@ -73,6 +73,9 @@ def _split(url: str) -> SplitResult:
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - validates the port
+        if "@" in text and _misread_credentials(parts):
+            # "http://admin:1234/pw@host" parses, as the host "admin" with the port 1234: refused, not sent there
+            raise ValueError("credentials misread")
     except ValueError as exc:
         shown = redact_url(url)
         # the parser's reason quotes the part it choked on: for "user:pa/ss@host", a piece of the password
@@ -192,7 +195,9 @@ def redact_url(url: str) -> str:
     try:
         parts = urlsplit("//" + url if bare else url)
         has_credentials = parts.username is not None or parts.password is not None
-        if not has_credentials and "@" in url and _misread_credentials(parts):
+        if "@" in url and (_misread_credentials(parts) or "@" in parts.query):
+            # an "@" past the authority may end credentials that hold "/", "?" or "#" ("u:1/2?k=v@host"): when in
+            # doubt, nothing before the last "@" is shown (an e-mail address in a query value hides the host too)
             return _redact_loose(url, bare)
     except ValueError:
         return _redact_loose(url, bare) if "@" in url else "<invalid url>"
@@ -206,7 +211,7 @@ def redact_url(url: str) -> str:
 
 
 def _misread_credentials(parts: SplitResult) -> bool:
-    """Whether an ``@`` of a URL the parser found no credentials in ends credentials all the same.
+    """Whether an ``@`` past the URL's authority ends credentials all the same.
 
     A password holding ``/``, ``?`` or ``#`` ends the authority early:
     ``http://user:pa/ss@host`` reads as the host ``user``, the port ``pa`` (no

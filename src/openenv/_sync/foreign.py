@@ -123,7 +123,7 @@ def adopt_provider(
     """
     if isinstance(provider, OpenEnvProvider):
         module, name = _class_path(provider.provider)
-        unused = not (provider._starting or provider._started)
+        unused = not (provider._starting or provider._started) and provider._gate is None  # (a start cap: kept)
         if name == "LocalDockerProvider" and module.split(".")[0] == "openenv" and provider.image and unused:
             # OpenEnv's own Docker provider, wrapped as the old advice said: ours starts the same image safely
             # (its containers are named by the millisecond: a pool's collide; published on every interface)

@@ -444,11 +444,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
 
         At most 64 handshakes are under way at a time; the others start as
         places free up, each with its own ``connect_timeout``.  Idempotent.
-        While a server is full, the sessions this call opened on it are let go
-        and tried again with the others (no pool holds part of a server while
-        it waits for the rest, so pools that share one do not lock each other
-        out).  On failure what it opened is closed again; ``connect()`` may be
-        called again.
+        While a server stays full past the quick retries, the sessions this
+        call opened on it are let go and tried again with the others (no pool
+        holds part of a server while it waits for the rest, so pools that share
+        one do not lock each other out); sessions already open are left as they
+        are.  On failure (or interrupted) what it opened is closed again;
+        ``connect()`` may be called again.
 
         Raises:
             PoolError: a session could not be opened (``errors`` by index).

@@ -11,7 +11,8 @@ facade.
 
 Environments that do not block (`openenv.server.protocol.runs_on_loop`: async
 methods, OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) run
-on the loop, with no thread hop. A blocking environment gets a worker thread
+on the loop, with no thread hop (their plain methods, unless ``blocking = False``,
+on the session's worker thread). A blocking environment gets a worker thread
 per session (`_Worker`), made with the session and joined when it ends, so one
 slow ``step`` stalls only its own session while the loop keeps answering pings
 and the other sessions. The HTTP routes that may build a blocking environment
@@ -42,6 +43,7 @@ from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
 from ._refusal import Refusal
+from ._session import opens_on_loop
 from ._settings import STOP_CLOSE, PendingGate, ServerSettings, idle_close
 from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
 from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
@@ -301,8 +303,13 @@ class AsyncioTransport:
             worker = self._worker()
             session, error = await worker.run(functools.partial(protocol.open_session, reserved=reserved))
             if session is not None and runs_on_loop(session.env):
-                self._retire(worker)
-                worker = None
+                if session.offload and not opens_on_loop(session.env):
+                    # coroutines beside plain methods: those on the loop, these on this worker (as the released
+                    # server runs each method with no coroutine of its own on the session's one thread)
+                    session.offload_to = worker.run
+                else:
+                    self._retire(worker)
+                    worker = None
         if session is None:
             if worker is not None:
                 self._retire(worker)
@@ -341,6 +348,7 @@ class AsyncioTransport:
         watch = None if idle is None else _idle_watch(connection, idle)
         handle = session.handle
         handle_async = session.handle_async
+        on_loop = worker is None or session.offload_to is not None  # the frames on the loop (plain calls: the worker)
         recv = connection.recv
         send = connection.send
         try:
@@ -351,10 +359,10 @@ class AsyncioTransport:
                     return
                 if watch is not None:
                     watch.active()
-                if worker is None:
+                if on_loop:
                     reply, keep_open = await handle_async(raw)
                 else:
-                    reply, keep_open = await worker.run(functools.partial(handle, raw))
+                    reply, keep_open = await worker.run(functools.partial(handle, raw))  # type: ignore[union-attr]
                 if reply is not None:  # `_send()`, inlined: one coroutine less per frame
                     try:
                         await send(payload(reply), text=True)

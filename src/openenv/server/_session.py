@@ -30,7 +30,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from concurrent.futures import Executor
 from types import GeneratorType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -138,6 +138,11 @@ class Session:
         self._step_coro = False
         #: on a loop (`handle_async()`), plain methods run on a worker thread unless it says ``blocking = False``
         self.offload = getattr(env, "blocking", True) is not False
+        #: set by a transport: runs a plain method (``fn()``) on the session's own thread, awaitable on the loop
+        #: (``None``: the loop's default executor)
+        self.offload_to: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None
+        #: the thread behind ``offload_to``, when the transport ends it with the session (the ASGI app)
+        self.side: Any = None
 
     def __repr__(self) -> str:
         return f"<Session {self.session_id} {type(self.env).__name__} owner={self.owner}>"
@@ -200,10 +205,13 @@ class Session:
     async def handle_async(self, raw: str | bytes) -> tuple[str | None, bool]:
         """`handle()` on an event loop: the environment's coroutines are awaited on it.
 
-        For environments that do not block (`runs_on_loop()`): sync methods
-        are called on the loop too, so the transport must not use it for
-        blocking ones.  ``reset_async``/``step_async``, when the environment
-        defines them as coroutine functions, are preferred to ``reset``/``step``.
+        For environments with coroutines (`runs_on_loop()`).  Their own
+        ``reset_async``/``step_async`` are preferred to ``reset``/``step``
+        (`async_method()`).  A plain method is called on the loop only when the
+        environment says ``blocking = False``; otherwise it runs off the loop,
+        through ``offload_to`` (the session's own thread, which the transport
+        sets: every plain call of a session on one thread, as OpenEnv's server
+        runs them), else on the loop's default executor.
         """
         try:
             plan = self._plan(raw)
@@ -226,8 +234,8 @@ class Session:
                             self._step_func, self._step_coro = func, inspect.iscoroutinefunction(step)
                         if self._step_coro or not self.offload:
                             observation = step(plan)
-                        else:  # a plain step beside async methods: on a thread, as the released server runs it
-                            observation = await asyncio.get_running_loop().run_in_executor(None, step, plan)
+                        else:  # a plain step beside async methods: on the session's thread, as the released server
+                            observation = await self._offloaded(functools.partial(step, plan))
                     if not isinstance(observation, BaseModel) and inspect.isawaitable(observation):
                         observation = await observation
                     return _observation_frame(observation), True
@@ -239,9 +247,8 @@ class Session:
                     try:
                         method, (args, kwargs) = call.resolve(env, aware=True)
                         if self.offload and not inspect.iscoroutinefunction(method):
-                            # a plain method beside async ones: on a thread, as the released server runs it
-                            loop = asyncio.get_running_loop()
-                            result = await loop.run_in_executor(None, functools.partial(method, *args, **kwargs))
+                            # a plain method beside async ones: on the session's thread, as the released server
+                            result = await self._offloaded(functools.partial(method, *args, **kwargs))
                         else:
                             result = method(*args, **kwargs)
                         if inspect.isawaitable(result):
@@ -255,6 +262,13 @@ class Session:
         except Exception as exc:  # a bug here, not in the environment
             logger.exception("session failed")
             return _error_frame(ErrorCode.SESSION_ERROR, str(exc)), False
+
+    def _offloaded(self, fn: Callable[[], T]) -> Awaitable[T]:
+        """``fn()`` (a plain method of an environment with coroutines too) off the loop: on the session's thread."""
+        to = self.offload_to
+        if to is not None:
+            return to(fn)
+        return asyncio.get_running_loop().run_in_executor(None, fn)
 
     def _plan(self, raw: str | bytes) -> Any:
         """What ``raw`` needs, for both drivers.

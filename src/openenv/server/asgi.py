@@ -62,7 +62,8 @@ A blocking environment's session runs on its own worker thread, so a slow
 ``step`` blocks only its session and uvicorn keeps answering pings; one that
 does not block (``async`` methods, ``reset_async``/``step_async``, or
 ``blocking = False``: `openenv.server.protocol.runs_on_loop`) runs on the
-event loop, without a thread hop per frame.  At capacity a
+event loop, without a thread hop per frame (its plain methods, unless
+``blocking = False``, on a thread of the session's own).  At capacity a
 ``/ws`` upgrade is refused with ``503`` and the ``CAPACITY_REACHED`` frame as
 body when the server supports ASGI's WebSocket denial responses (uvicorn
 does); otherwise the frame is sent after the handshake, then the socket is
@@ -103,6 +104,7 @@ from ._http import HttpReply
 from ._idle import IdleTimer, settle
 from ._refusal import REFUSED_LINGER as _REFUSED_LINGER
 from ._refusal import Refusal
+from ._session import opens_on_loop
 from ._settings import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -295,6 +297,10 @@ def create_app(
             if session is not None and not runs_on_loop(session.env):
                 # blocking: every call on the session's own thread
                 session.executor = _SessionThread(f"openenv-session-{session.session_id[:8]}")
+            elif session is not None and session.offload and not opens_on_loop(session.env):
+                # coroutines beside plain methods: those on the loop, these on the session's own thread
+                session.side = _SessionThread(f"openenv-session-{session.session_id[:8]}")
+                session.offload_to = session.side.call
         try:
             connected = await _accept(receive, send)
         except BaseException:
@@ -435,7 +441,13 @@ async def _accept(receive: Receive, send: Send) -> bool:
 
 async def _release(protocol: EnvProtocol, session: Session) -> None:
     if protocol.detach(session):
-        if session.executor is None and session.owner == "ws":  # it ran on the loop: close it there
+        side = session.side
+        if isinstance(side, _SessionThread):  # its plain methods ran on this thread: closed there, after them
+            try:
+                await side.call(protocol.end_session, session)
+            finally:
+                side.shutdown(wait=False)
+        elif session.executor is None and session.owner == "ws":  # it ran on the loop: close it there
             await protocol.end_session_async(session)
         else:
             await run_in_threadpool(protocol.end_session, session)

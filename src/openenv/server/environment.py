@@ -88,7 +88,10 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
             ``False`` for an environment whose calls return quickly: they then
             run on the server's event loop, without a thread hop per call.
             ``async def reset``/``step`` (or OpenEnv's ``reset_async``/
-            ``step_async``) always run on the loop, awaited.
+            ``step_async`` of the class's own: openenv-core's base defaults
+            do not count) always run on the loop, awaited; a plain method
+            beside them runs on the session's worker thread unless this is
+            ``False``.
     """
 
     action_type: ClassVar[type[Action]] = Action

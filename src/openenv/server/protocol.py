@@ -38,7 +38,8 @@ OpenEnv's server does).
 Environments that do not block (`runs_on_loop()`: ``async`` ``reset``/``step``,
 OpenEnv's ``reset_async``/``step_async``, or ``blocking = False``) may instead
 be driven on an event loop with `Session.handle_async()`, which awaits the
-environment's coroutines.  Both entry points run the same frame logic: it
+environment's coroutines (and runs its plain methods on the session's thread,
+unless ``blocking = False``).  Both entry points run the same frame logic: it
 yields the one environment call it needs (an `EnvCall`) and the caller makes
 it, synchronously or awaited.
 """
