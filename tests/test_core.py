@@ -339,12 +339,20 @@ def test_redact_url_hides_query_values_but_keeps_keys() -> None:
         ("alice:S3/CR@127.0.0.1:1", "***@127.0.0.1:1"),
         ("http://a@b@c:1/x", "http://***@c:1/x"),
         ("http://user:p@ss/w@h", "http://***@h"),  # the parser found "user:p": the rest of the password too
-        ("http://u:1/2?k=v@h", "http://***@h"),
-        ("http://h:8000/ws?email=a@b.c", "http://***@b.c"),  # when in doubt (an e-mail address): hidden too
+        ("http://h:8000/ws?email=a@b.c", "http://h:8000/ws?email=***"),  # an @ in a query value: no credentials
+        ("https://coder.example.com/@alice/ws/apps/env", "https://coder.example.com/@alice/ws/apps/env"),  # a path's
+        ("http://hub:8000/user/jane@corp.com/proxy/8000", "http://hub:8000/user/jane@corp.com/proxy/8000"),
     ],
 )
 def test_redact_url_hides_credentials_that_hold_a_delimiter(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_an_at_sign_of_the_path_or_a_query_value_is_no_credentials() -> None:
+    for url in ("https://coder.example.com/@alice/ws.main/apps/env", "http://hub:8000/user/jane@corp.com/proxy/8000"):
+        assert parse_base_url(url).http_url == url  # Coder's and JupyterHub's path-based apps
+    assert parse_base_url("admin:s3cret@myhost:8000/?next=https://x").host == "myhost"  # no scheme: "://" later on
+    assert redact_url("admin:s3cret@myhost:8000/?next=https://x") == "***@myhost:8000/?next=***"
 
 
 def test_an_unparsable_url_with_credentials_says_why_without_them() -> None:

@@ -27,6 +27,7 @@ from openenv.server.echo import EchoEnvironment
 from openenv.server.protocol import runs_on_loop
 
 from .envs import IN_TIME
+from .helpers_sync import until
 
 TRANSPORTS = ["asyncio", "threads"]
 
@@ -123,6 +124,21 @@ class MixedEnv(_Where):
     async def step(self, action: WhereAction) -> WhereObservation:  # type: ignore[override]
         await asyncio.sleep(0)
         return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+
+class MixedCloseEnv(MixedEnv):
+    """A mixed environment whose ``async def close`` awaits what its coroutines made on the server's loop."""
+
+    closed: ClassVar[list[str]] = []
+
+    async def step(self, action: WhereAction) -> WhereObservation:  # type: ignore[override]
+        self._made: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        return WhereObservation(thread=threading.current_thread().name, message=action.message)
+
+    async def close(self) -> None:  # type: ignore[override]
+        self._made.set_result(None)
+        await self._made  # on another loop: "The future belongs to a different loop"
+        type(self).closed.append(threading.current_thread().name)
 
 
 def _core_default(name: str) -> Any:
@@ -389,6 +405,22 @@ def test_asgi_runs_non_blocking_envs_on_its_loop(asgi_server_factory: Callable[.
             expected = "async:x" if factory is StepAsyncEnv else "x"
             assert _step(ws, "x") == {"thread": loop_thread, "message": expected}
         server.stop()
+
+
+def test_a_mixed_environments_async_close_runs_on_the_loop_its_coroutines_ran_on(
+    serve: Callable[..., EnvServer], asgi_server_factory: Callable[..., Any]
+) -> None:
+    MixedCloseEnv.closed = []
+    server = serve(MixedCloseEnv, "asyncio")
+    with connect(server.ws_url) as ws:
+        _ask(ws, {"type": "reset"})
+        _step(ws, "x")
+    asgi = asgi_server_factory(MixedCloseEnv, max_sessions=1)
+    with connect(asgi.url.replace("http", "ws") + "/ws") as ws:
+        _ask(ws, {"type": "reset"})
+        _step(ws, "x")
+    until(lambda: len(MixedCloseEnv.closed) == 2)
+    assert MixedCloseEnv.closed == [f"openenv-server-{server.port}", asgi._thread.name]
 
 
 def test_asgi_runs_a_plain_reset_beside_an_async_step_on_the_sessions_thread(

@@ -97,9 +97,11 @@ def run_all(
                 pass
     except BaseException:
         batch.cancelled = True  # a call not begun yet is dropped
-        on_interrupt()
-        for run in runs:
-            run.join()
+        try:
+            on_interrupt()
+        finally:  # (a second Ctrl-C in on_interrupt: the threads are joined all the same)
+            for run in runs:
+                run.join()
         raise
     for run in runs:
         run.join()

@@ -93,19 +93,18 @@ class PoolOpening:
         stop = _Stop()
         kept = {k for k, env in enumerate(envs) if env.connected}  # an open session, with its episode: left alone
         mine = [k for k in range(len(envs)) if k not in kept]
-        let_go_done = False
+        to_close = list(mine)  # what let_go() has yet to close: a second interrupt during it resumes, not restarts
+        renewed = False
 
         async def let_go() -> None:
-            nonlocal let_go_done
+            nonlocal renewed
             stop.set = True  # the waits between tries end; closing ends a handshake or read under way
-            if let_go_done:
-                return
-            let_go_done = True
-            if renew:
+            if renew and not renewed:
+                renewed = True
                 for k in mine:
                     self.sessions.envs[indices[k]] = self.sessions.new_env(self.sessions.urls[indices[k]])
-            for k in mine:
-                await quietly(envs[k].close)
+            while to_close:
+                await quietly(envs[to_close.pop()].close)
 
         pairs = [*zip(self.sessions.envs, self.sessions.urls, strict=True), *self.sessions.growing]
         known = {id(env): url for env, url in pairs}

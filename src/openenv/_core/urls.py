@@ -68,7 +68,7 @@ def _split(url: str) -> SplitResult:
     text = url.strip()
     if not text:
         raise InvalidURL("base_url is empty; expected something like 'http://127.0.0.1:8000'")
-    if "://" not in text:
+    if not _SCHEME.match(text):
         text = "http://" + text
     try:
         parts = urlsplit(text)
@@ -80,8 +80,8 @@ def _split(url: str) -> SplitResult:
         shown = redact_url(url)
         # the parser's reason quotes the part it choked on: for "user:pa/ss@host", a piece of the password
         reason = (
-            "its user name or password holds '/', '?', '#' or '@': "
-            "percent-encode them (urllib.parse.quote(..., safe=''))"
+            "its user name or password holds '/', '?', '#' or '@': percent-encode them "
+            "(urllib.parse.quote(..., safe='')); an '@' of the path is written %40"
             if "@" in text and shown != url
             else str(exc)
         )
@@ -191,13 +191,14 @@ def redact_url(url: str) -> str:
     label = hidden_label(url)
     if label is not None:
         return label
-    bare = "://" not in url  # "user:pw@host": the credentials are there all the same
+    bare = not _SCHEME.match(url)  # "user:pw@host": the credentials are there all the same
     try:
         parts = urlsplit("//" + url if bare else url)
         has_credentials = parts.username is not None or parts.password is not None
-        if "@" in url and (_misread_credentials(parts) or "@" in parts.query):
-            # an "@" past the authority may end credentials that hold "/", "?" or "#" ("u:1/2?k=v@host"): when in
-            # doubt, nothing before the last "@" is shown (an e-mail address in a query value hides the host too)
+        segment = _first_segment(parts)
+        if "@" in url and (_misread_credentials(parts) or ("@" in segment and not segment.startswith("@"))):
+            # an "@" past the authority may end credentials that hold "/", "?" or "#" ("tok/en@host"): when in
+            # doubt, nothing before the last "@" is shown (an "@" that starts a segment, "/@alice", is the path's)
             return _redact_loose(url, bare)
     except ValueError:
         return _redact_loose(url, bare) if "@" in url else "<invalid url>"
@@ -210,6 +211,10 @@ def redact_url(url: str) -> str:
     return redacted[2:] if bare else redacted
 
 
+#: a URL that names its scheme ("http://", "wss://"): not "user:pw@host/?next=https://x", which has none
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _misread_credentials(parts: SplitResult) -> bool:
     """Whether an ``@`` past the URL's authority ends credentials all the same.
 
@@ -220,11 +225,19 @@ def _misread_credentials(parts: SplitResult) -> bool:
     is no such sign.
     """
     try:
-        parts.port  # noqa: B018 - a port that is no number
-    except ValueError:
+        port = parts.port
+    except ValueError:  # a port that is no number
         return True
     query = parts.query
-    return "@" in parts.path or "@" in parts.fragment or ("@" in query and "=" not in query.partition("@")[0])
+    if "@" in parts.fragment or ("@" in query and "=" not in query.partition("@")[0]):
+        return True
+    # "admin:1234/pw@host" (an explicit port) or "user:p@ss/w@host" (credentials found): the "@" ends the
+    # first segment's credentials; an "@" in a path without either is the path's (Coder's "/@alice/...")
+    return "@" in _first_segment(parts) and (port is not None or "@" in parts.netloc)
+
+
+def _first_segment(parts: SplitResult) -> str:
+    return parts.path.lstrip("/").partition("/")[0]
 
 
 def _redact_loose(url: str, bare: bool) -> str:

@@ -43,7 +43,7 @@ from websockets.server import ServerProtocol
 
 from ._idle import IdleTimer, settle
 from ._refusal import Refusal
-from ._session import opens_on_loop
+from ._session import closes_on_loop, opens_on_loop
 from ._settings import STOP_CLOSE, PendingGate, ServerSettings, idle_close
 from ._wscompat import handler_tasks, install_request_parser, method_of, read_after_fail, server_logger
 from ._wsserve import body_response, claim_slot, handshake_ended, payload, process_request
@@ -320,8 +320,12 @@ class AsyncioTransport:
         try:
             await self._session_loop(connection, session, worker)
         finally:
-            if worker is None:
-                await protocol.end_session_async(session)
+            if worker is None or closes_on_loop(session):
+                try:
+                    await protocol.end_session_async(session)  # an async close: on the loop that ran its coroutines
+                finally:
+                    if worker is not None:
+                        self._retire(worker)
             else:
                 try:
                     await worker.run(functools.partial(protocol.end_session, session))

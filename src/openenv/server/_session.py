@@ -417,6 +417,14 @@ def opens_on_loop(env: Any) -> bool:
     return all(_async_call(env, name) for name in ("step", "reset"))
 
 
+def closes_on_loop(session: Session) -> bool:
+    """Whether a session whose coroutines ran on a loop (``offload_to`` set) is closed there: an ``async def close``.
+
+    Its plain ``close`` runs on the session's thread, after any call still running there.
+    """
+    return session.offload_to is not None and inspect.iscoroutinefunction(getattr(session.env, "close", None))
+
+
 def _async_call(env: Any, name: str) -> bool:
     """Whether the server's call ``name`` (``reset`` or ``step``) of ``env`` is a coroutine."""
     return async_method(env, name) is not None or inspect.iscoroutinefunction(getattr(env, name, None))

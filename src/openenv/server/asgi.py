@@ -104,7 +104,7 @@ from ._http import HttpReply
 from ._idle import IdleTimer, settle
 from ._refusal import REFUSED_LINGER as _REFUSED_LINGER
 from ._refusal import Refusal
-from ._session import opens_on_loop
+from ._session import closes_on_loop, opens_on_loop
 from ._settings import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -444,7 +444,10 @@ async def _release(protocol: EnvProtocol, session: Session) -> None:
         side = session.side
         if isinstance(side, _SessionThread):  # its plain methods ran on this thread: closed there, after them
             try:
-                await side.call(protocol.end_session, session)
+                if closes_on_loop(session):  # an async close: on the loop that ran its coroutines
+                    await protocol.end_session_async(session)
+                else:
+                    await side.call(protocol.end_session, session)
             finally:
                 side.shutdown(wait=False)
         elif session.executor is None and session.owner == "ws":  # it ran on the loop: close it there
