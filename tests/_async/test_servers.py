@@ -314,6 +314,8 @@ async def test_every_instance_on_a_server_that_died_gets_a_new_one(
         for instance in (a, b):
             with pytest.raises(SessionLost, match=r"(?s)instance died.*next reset\(\) starts a new server.*code -9"):
                 await instance.step(message="lost")
+        with pytest.raises(SessionLost, match=r"(?s)instance died.*code -9"):  # a second tool call: the same answer
+            await a.step(message="lost again")
         assert "ready" in (await b.reset() or "")  # a new server, for b too
         assert "m1" in (await b.step(message="m1"))
         assert "ready" in (await a.reset() or "")

@@ -314,6 +314,8 @@ def test_every_instance_on_a_server_that_died_gets_a_new_one(
         for instance in (a, b):
             with pytest.raises(SessionLost, match=r"(?s)instance died.*next reset\(\) starts a new server.*code -9"):
                 instance.step(message="lost")
+        with pytest.raises(SessionLost, match=r"(?s)instance died.*code -9"):  # a second tool call: the same answer
+            a.step(message="lost again")
         assert "ready" in (b.reset() or "")  # a new server, for b too
         assert "m1" in (b.step(message="m1"))
         assert "ready" in (a.reset() or "")

@@ -245,6 +245,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         self._closes = 0  # how often close() ran: a reset that sees it change lets go of what it got
         self._reset_from = 0  # ``_closes`` when the reset in progress began
         self._resetting = False  # a reset is running: close() leaves what it holds to that reset
+        self._lost: str | None = None  # why its session went with a dead server (until the next reset)
         type(self)._openenv.add(self)
 
     @property
@@ -320,6 +321,7 @@ class TRLEnvironment(metaclass=_ToolsMeta):
     async def _reset_episode(self, kwargs: dict[str, Any]) -> str | None:
         shared = self._openenv
         shared.check_open()
+        self._lost = None
         kept, dropped = core.filter_reset(kwargs, shared.reset_keys)
         if dropped:
             shared.log_dropped(dropped)
@@ -455,6 +457,8 @@ class TRLEnvironment(metaclass=_ToolsMeta):
         env = self._env
         if env is None:
             shared.check_open()
+            if self._lost is not None:  # a tool call after the one that found its server dead: say so again
+                raise SessionLost(self._lost)
             raise RuntimeError(f"call reset() on this {type(self).__name__} before its tools")
         if self.done:
             return core.EPISODE_OVER
@@ -485,9 +489,10 @@ class TRLEnvironment(metaclass=_ToolsMeta):
                 if shared.servers.grows
                 else "this class cannot start another (a provider, or a fixed port): call environment_factory again"
             )
-            raise SessionLost(
+            self._lost = (
                 f"the server of this {type(self).__name__} instance died, and its episode with it; {then}. {reason}"
-            ) from exc
+            )
+            raise SessionLost(self._lost) from exc
         self._record(outcome.reward, outcome.done)
         if outcome.is_error:
             self._last_error = core.render_tool_result(outcome)
