@@ -365,6 +365,64 @@ class ScriptServer:
         self._thread.join(5)
 
 
+class RefusingAtResetServer:
+    """A WebSocket server on 127.0.0.1 that refuses a session beyond ``capacity`` as OpenEnv's does.
+
+    OpenEnv's server (openenv-core 0.3.0) accepts every WebSocket, then sends
+    ``CAPACITY_REACHED`` and closes it when it is full: a client learns it with
+    its first reset.  A session that got in answers a reset with its keyword
+    arguments as the observation (``{"kwargs": {...}}``) and any other request
+    with `reply_ok`; its place is free again when its WebSocket ends.
+    ``on_refused(n)``, when set, is called (on the server's thread) with the
+    number of refusals so far, each time it refuses one.
+    """
+
+    def __init__(self, capacity: int, on_refused: Callable[[int], None] | None = None) -> None:
+        self.capacity = capacity
+        self.on_refused = on_refused
+        self.active = 0
+        self.refused = 0
+        self._lock = threading.Lock()
+        self._server: Server = serve(self._handler, "127.0.0.1", 0)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._server.socket.getsockname()[1]}"
+
+    def _handler(self, ws: ServerConnection) -> None:
+        with self._lock:
+            admitted = self.active < self.capacity
+            if admitted:
+                self.active += 1
+            else:
+                self.refused += 1
+                refused = self.refused
+        if not admitted:
+            if self.on_refused is not None:
+                self.on_refused(refused)
+            full = f"Server at capacity ({self.capacity}/{self.capacity} sessions)"
+            ws.send(json.dumps({"type": "error", "data": {"message": full, "code": "CAPACITY_REACHED"}}))
+            ws.close()
+            return
+        try:
+            for message in ws:
+                text = message if isinstance(message, str) else message.decode()
+                frame = json.loads(text)
+                if frame.get("type") == "reset":
+                    observation = {"kwargs": frame.get("data") or {}}
+                    ws.send(json.dumps({"type": "observation", "data": {"observation": observation, "done": False}}))
+                else:
+                    ws.send(reply_ok(text))
+        except Exception:
+            pass
+        finally:
+            with self._lock:
+                self.active -= 1
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+
 def reply_ok(frame: str) -> str:
     """A well-behaved minimal reply for any request frame."""
     kind = json.loads(frame).get("type")

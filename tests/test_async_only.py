@@ -64,6 +64,34 @@ async def test_a_pool_cancelled_while_waiting_for_room_closes_what_it_opened(ser
     await pool.close()
 
 
+async def test_a_pool_reset_cancelled_while_waiting_for_room_lets_go_of_its_sessions() -> None:
+    # A server that refuses with the first reset (OpenEnv's): the refused session waits, and past the quick
+    # retries the one that was reset is let go too; cancelled then, both stay failed with fresh clients
+    from openenv.aio import EnvPool
+
+    from .envs import RefusingAtResetServer
+
+    server = RefusingAtResetServer(capacity=2)
+    blocker = EnvPool(server.url, size=1)
+    pool = EnvPool(server.url, size=2, capacity_timeout=60)
+    try:
+        await blocker.reset()
+        await pool.connect()  # both WebSockets are taken; the second is refused with its first reset
+        task = asyncio.create_task(pool.reset())
+        await until(lambda: server.refused >= 6)  # past the quick retries: the one that was reset has been let go
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await until(lambda: server.active == 1)  # the blocker's: nothing of the pool's stays open
+        assert pool.metrics.active == 0  # both failed
+        await blocker.close()
+        assert [r.observation["kwargs"]["n"] for r in await pool.reset(kwargs={"n": 1})] == [1, 1]
+    finally:
+        await pool.close()
+        await blocker.close()
+        server.close()
+
+
 async def test_timeout_from_the_caller_is_cancellation(server_factory: Any) -> None:
     server = server_factory(CounterEnv, max_sessions=2)
     async with Env(server.url) as env:

@@ -411,6 +411,44 @@ def test_ctrl_c_while_pool_sessions_wait_for_capacity_ends_the_waits(server_fact
         pool.close()
 
 
+def test_ctrl_c_while_a_pool_reset_waits_for_room_lets_go_of_its_sessions() -> None:
+    # A server that refuses with the first reset (OpenEnv's): Ctrl-C once the pool has let go of the session
+    # it had reset (past the quick retries) and both wait: both stay failed, with fresh clients, none left open
+    from openenv.sync import EnvPool
+
+    from .envs import RefusingAtResetServer
+
+    def interrupt(refused: int) -> None:
+        if refused == 6:  # the pool's connect, three retries, then both sessions together: past the let-go
+            _thread.interrupt_main()
+
+    server = RefusingAtResetServer(capacity=2)
+    blocker = EnvPool(server.url, size=1)
+    pool = EnvPool(server.url, size=2, capacity_timeout=60)
+    try:
+        blocker.reset()
+        pool.connect()  # both WebSockets are taken; the second is refused with its first reset
+        waiting = pool.envs
+        server.on_refused = interrupt
+        with ctrl_c_never_lost(), pytest.raises(KeyboardInterrupt):
+            pool.reset()
+        assert server.refused >= 6
+        assert all(env.closed for env in waiting)
+        assert not any(env is old for env, old in zip(pool.envs, waiting, strict=True))
+        assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
+        deadline = time.monotonic() + 10
+        while server.active != 1 and time.monotonic() < deadline:  # the blocker's: nothing of the pool's
+            time.sleep(0.02)
+        assert server.active == 1
+        assert pool.metrics.active == 0  # both failed
+        blocker.close()
+        assert [r.observation["kwargs"]["n"] for r in pool.reset(kwargs={"n": 1})] == [1, 1]
+    finally:
+        pool.close()
+        blocker.close()
+        server.close()
+
+
 class _Refusals(logging.Handler):
     """Interrupts the main thread (Ctrl-C) at the ``count``-th "refusing a session" log record."""
 

@@ -9,6 +9,7 @@ Typed tests use the mirrors of the environments' models in
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
@@ -118,7 +119,9 @@ async def test_a_pool_waits_while_an_openenv_server_is_full(openenv_envs: Any) -
     # OpenEnv's servers accept the WebSocket, then send CAPACITY_REACHED and close it: the
     # refusal comes with the first reset, which waits with backoff like opening does
     url = openenv_envs.url("mcp_guess")
-    async with EnvPool(url, size=OPENENV_ENV_CAPACITY) as full:
+    # connect_timeout: a margin for a loaded machine (the server makes each session's environment in a thread of
+    # its own as it opens, and 16 at once beside CI's other lanes kept a handshake waiting past 10 s), not the subject
+    async with EnvPool(url, size=OPENENV_ENV_CAPACITY, connect_timeout=60) as full:
         await full.reset()
         late = EnvPool(url, capacity_timeout=0.3)
         with pytest.raises(PoolError, match="capacity_timeout=0.3") as info:
@@ -137,6 +140,23 @@ async def test_a_pool_waits_while_an_openenv_server_is_full(openenv_envs: Any) -
         results, _ = await gather(open_and_reset, free_the_server, stagger=0.5)
         assert not isinstance(results, BaseException), results
         assert results[0].observation["message"].startswith("Guess a number")
+
+
+async def test_pools_sharing_an_openenv_server_take_turns(openenv_envs: Any) -> None:
+    # OpenEnv's server refuses a session beyond its capacity with the first reset. Three pools of 3/4 of it,
+    # reset at once, each kept what it had reset while it waited for the rest, so that two or more could hold a
+    # part each until capacity_timeout; each now lets go of its places there while it waits, and they take turns
+    url = openenv_envs.url("mcp_guess")
+    size = OPENENV_ENV_CAPACITY * 3 // 4
+
+    async def one_pool(n: int) -> int:
+        async with EnvPool(url, size=size, capacity_timeout=120, connect_timeout=60) as pool:
+            results = await pool.reset(seed=[n] * size)
+            assert all(r.observation["message"].startswith("Guess a number") for r in results)
+            assert pool.metrics.failures == 0
+        return n
+
+    assert await gather(*[functools.partial(one_pool, n) for n in range(3)], stagger=0) == [0, 1, 2]
 
 
 async def test_guess_ends_after_max_steps_and_hints_cost_a_step(openenv_envs: Any) -> None:

@@ -600,6 +600,40 @@ async def test_pools_sharing_a_full_server_take_turns_instead_of_locking_each_ot
     await until(lambda: server.active_sessions == 0)
 
 
+async def test_pools_sharing_a_server_that_refuses_at_the_first_reset_take_turns() -> None:
+    # OpenEnv's server takes every WebSocket and refuses a session beyond its capacity with the first reset.
+    # Two pools hold one place each of a server of two, and each needs both: keeping the place it had reset
+    # while it waited for the other, each waited until capacity_timeout. Past the quick retries a pool now
+    # lets go of what it reset there (and resets it again with the rest), so they take turns.
+    from ..envs import RefusingAtResetServer
+
+    server = RefusingAtResetServer(capacity=2)
+    pools = [EnvPool(server.url, size=1, capacity_timeout=20) for _ in range(2)]
+    try:
+        for pool in pools:
+            await pool.connect()
+            await pool.reset()
+        for pool in pools:
+            await pool.resize(2)  # its WebSocket is taken; the server is full, so its first reset is refused
+        assert server.active == 2
+
+        async def take_turn(k: int) -> int:
+            results = await pools[k].reset(kwargs={"pool": k})
+            assert [r.observation["kwargs"]["pool"] for r in results] == [k, k]
+            metrics = pools[k].metrics
+            assert (metrics.active, metrics.failures) == (2, 0)
+            await pools[k].close()
+            return k
+
+        assert await gather(*[functools.partial(take_turn, k) for k in range(2)], stagger=0) == [0, 1]
+        assert server.refused >= 2
+        await until(lambda: server.active == 0)
+    finally:
+        for pool in pools:
+            await pool.close()
+        server.close()
+
+
 async def test_a_connect_that_fails_closes_what_it_opened(server_factory: Any) -> None:
     server = server_factory(max_sessions=4)
     others = [Env(server.url) for _ in range(3)]

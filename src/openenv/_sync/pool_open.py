@@ -30,6 +30,7 @@ from .._core.pool import (
     OPENING_AT_ONCE,
     Completed,
     Job,
+    JobKind,
     PoolCall,
     PoolCore,
     PoolLife,
@@ -208,37 +209,86 @@ class PoolOpening:
     def retry_full(
         self, jobs: Sequence[Job], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
     ) -> None:
-        """Resets refused for capacity: retried concurrently with backoff, all within one ``capacity_timeout``."""
-        full = [job for job in jobs if waits_for_capacity(errors.get(job.index))]
-        if not full:
+        """Resets refused for capacity: tried again together, in rounds, within one ``capacity_timeout``.
+
+        No hold and wait, as in `open_envs` (an OpenEnv server takes the
+        WebSocket and refuses the session with its first reset): once a full
+        server (``CAPACITY_REACHED``) has refused past the quick retries
+        (`LET_GO_AFTER`), the sessions of this call that it did reset are let go
+        too (disconnected, their results dropped, marked failed) while it waits,
+        and all of them are reset again together after the core's delay, spread
+        at random: pools sharing such a server take turns instead of each
+        holding a part until ``capacity_timeout``.  A session that fails for
+        another reason keeps that error; interrupted (Ctrl-C on the blocking
+        twin, cancellation here), every session still waiting stays failed,
+        with a fresh client.
+        """
+        pending = {job.index: job for job in jobs if waits_for_capacity(errors.get(job.index))}
+        if not pending:
             return
-        wait = CapacityWait(self.options.capacity_timeout, time.monotonic())
+        resets = {job.index: job for job in jobs if job.kind is JobKind.RESET}
+        urls = self.sessions.urls
+        retry = CapacityWait(self.options.capacity_timeout, time.monotonic()).retry()
         stop = _Stop()
-        envs = [self.sessions.envs[job.index] for job in full]
+        to_renew: list[int] | None = None  # what interrupted() has yet to renew: a second interrupt resumes it
 
         def interrupted() -> None:
-            stop.set = True
-            for job, env in zip(full, envs, strict=True):  # each stays marked failed, with a fresh client
-                self.sessions.envs[job.index] = self.sessions.new_env(self.sessions.urls[job.index])
+            nonlocal to_renew
+            stop.set = True  # the waits between tries end
+            if to_renew is None:
+                to_renew = sorted(pending)
+            while to_renew:  # each stays marked failed, with a fresh client
+                index = to_renew.pop()
+                env = self.sessions.envs[index]
+                self.sessions.envs[index] = self.sessions.new_env(urls[index])
                 quietly(env.close)
 
-        outcomes = run_all(
-            [
-                _bind(self.with_capacity, env, _bind(_connect_and_reset, env, job.kwargs or {}), wait, stop)
-                for job, env in zip(full, envs, strict=True)
-            ],
-            interrupted,
-            OPENING_AT_ONCE,
-        )
-        for job, outcome in zip(full, outcomes, strict=True):
-            if isinstance(outcome, OpenEnvError):
-                errors[job.index] = outcome
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                del errors[job.index]
-                results[job.index] = outcome
-                self.core.recovered(job.index, outcome)
+        refusals = 0
+        try:
+            while True:
+                for index in sorted(pending):
+                    error = errors[index]
+                    if isinstance(error, CapacityReached):
+                        try:
+                            self.check_overcommitted(self.sessions.envs[index], error)
+                        except OpenEnvError as exc:
+                            errors[index] = exc  # more sessions than the server holds: waiting cannot help
+                    if not waits_for_capacity(errors[index]):
+                        del pending[index]
+                if not pending:
+                    return
+                delay = retry.delay(time.monotonic(), spread=random.random())
+                if delay is None:
+                    for index in pending:
+                        errors[index] = retry.final(errors[index])
+                    return
+                refusals += 1
+                if refusals > LET_GO_AFTER:
+                    # its places on a full server, while it waits (not one refusing handshakes for a while: HTTP 503)
+                    full = {urls[i]: e for i, e in errors.items() if i in pending and isinstance(e, CapacityReached)}
+                    held = [i for i in sorted(resets) if i in results and i not in pending and urls[i] in full]
+                    for index in held:
+                        del results[index]
+                        errors[index] = full[urls[index]]
+                        self.core.fail(index, errors[index])
+                        pending[index] = resets[index]
+                    run_all([self.sessions.envs[i].disconnect for i in held], interrupted)
+                _pause(delay, stop)
+                order = sorted(pending)
+                calls = [_bind(_connect_and_reset, self.sessions.envs[i], pending[i].kwargs or {}) for i in order]
+                outcomes = run_all(calls, interrupted, OPENING_AT_ONCE)
+                for index, outcome in zip(order, outcomes, strict=True):
+                    if isinstance(outcome, OpenEnvError):
+                        errors[index] = outcome
+                    elif isinstance(outcome, BaseException):
+                        raise outcome
+                    else:
+                        del errors[index], pending[index]
+                        results[index] = outcome
+                        self.core.recovered(index, outcome)
+        except BaseException:
+            interrupted()
+            raise
 
     def shrink(self, size: int) -> None:
         """``resize`` down: close the last sessions and stop the servers no kept session uses."""
