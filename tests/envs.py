@@ -369,10 +369,11 @@ class RefusingAtResetServer:
     """A WebSocket server on 127.0.0.1 that refuses a session beyond ``capacity`` as OpenEnv's does.
 
     OpenEnv's server (openenv-core 0.3.0) accepts every WebSocket, then sends
-    ``CAPACITY_REACHED`` and closes it when it is full: a client learns it with
-    its first reset.  A session that got in answers a reset with its keyword
-    arguments as the observation (``{"kwargs": {...}}``) and any other request
-    with `reply_ok`; its place is free again when its WebSocket ends.
+    ``CAPACITY_REACHED`` (with ``active_sessions`` and ``max_sessions``) and
+    closes it when it is full: a client learns it with its first reset.  A
+    session that got in answers a reset with its keyword arguments as the
+    observation (``{"kwargs": {...}}``) and any other request with
+    `reply_ok`; its place is free again when its WebSocket ends.
     ``on_refused(n)``, when set, is called (on the server's thread) with the
     number of refusals so far, each time it refuses one.
     """
@@ -400,7 +401,8 @@ class RefusingAtResetServer:
             if self.on_refused is not None:
                 self.on_refused(refused)
             full = f"Server at capacity ({self.capacity}/{self.capacity} sessions)"
-            ws.send(json.dumps({"type": "error", "data": {"message": full, "code": "CAPACITY_REACHED"}}))
+            details = {"active_sessions": self.capacity, "max_sessions": self.capacity}
+            ws.send(json.dumps({"type": "error", "data": {"message": full, "code": "CAPACITY_REACHED", **details}}))
             ws.close()
             return
         try:

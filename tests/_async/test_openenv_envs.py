@@ -143,11 +143,11 @@ async def test_a_pool_waits_while_an_openenv_server_is_full(openenv_envs: Any) -
 
 
 async def test_pools_sharing_an_openenv_server_take_turns(openenv_envs: Any) -> None:
-    # OpenEnv's server refuses a session beyond its capacity with the first reset. Three pools of 3/4 of it,
-    # reset at once, each kept what it had reset while it waited for the rest, so that two or more could hold a
-    # part each until capacity_timeout; each now lets go of its places there while it waits, and they take turns
+    # OpenEnv's server refuses a session beyond its capacity with the first reset. Two pools of more than half
+    # of it, reset at once, each kept what it had reset while it waited for the rest, so that when both held a
+    # part they waited until capacity_timeout; each now lets go of its places there while it waits: they take turns
     url = openenv_envs.url("mcp_guess")
-    size = OPENENV_ENV_CAPACITY * 3 // 4
+    size = OPENENV_ENV_CAPACITY // 2 + 1
 
     async def one_pool(n: int) -> int:
         async with EnvPool(url, size=size, capacity_timeout=120, connect_timeout=60) as pool:
@@ -156,7 +156,7 @@ async def test_pools_sharing_an_openenv_server_take_turns(openenv_envs: Any) -> 
             assert pool.metrics.failures == 0
         return n
 
-    assert await gather(*[functools.partial(one_pool, n) for n in range(3)], stagger=0) == [0, 1, 2]
+    assert await gather(*[functools.partial(one_pool, n) for n in range(2)], stagger=0) == [0, 1]
 
 
 async def test_guess_ends_after_max_steps_and_hints_cost_a_step(openenv_envs: Any) -> None:

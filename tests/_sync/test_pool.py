@@ -626,11 +626,29 @@ def test_pools_sharing_a_server_that_refuses_at_the_first_reset_take_turns() -> 
             return k
 
         assert gather(*[functools.partial(take_turn, k) for k in range(2)], stagger=0) == [0, 1]
-        assert server.refused >= 2
+        assert server.refused > 2  # beyond the two resizes': the resets waited
         until(lambda: server.active == 0)
     finally:
         for pool in pools:
             pool.close()
+        server.close()
+
+
+def test_a_pool_larger_than_a_server_that_refuses_at_the_first_reset_fails_at_once() -> None:
+    # The refusal says the server holds two sessions; a pool of three on it cannot get in by waiting
+    from ..envs import RefusingAtResetServer
+
+    server = RefusingAtResetServer(capacity=2)
+    try:
+        with EnvPool(server.url, size=3, capacity_timeout=60) as pool:
+            with pytest.raises(PoolError) as info:
+                pool.reset()
+            [(refused, error)] = info.value.errors.items()  # whichever of the three came last to the server
+            assert "the server holds 2 session(s) and this pool opens 3 on it" in str(error)
+            assert server.refused == 1  # not tried again
+            others = [r for i, r in info.value.results.items() if i != refused]
+            assert [r.observation["kwargs"] for r in others] == [{}, {}]
+    finally:
         server.close()
 
 

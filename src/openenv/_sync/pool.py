@@ -508,7 +508,12 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         Every reset is sent before any reply is read.  A session marked failed
         is reset too (reconnecting first), which clears the mark.  A fresh
         session whose server answers ``CAPACITY_REACHED`` is retried with
-        backoff up to ``capacity_timeout``.
+        backoff up to ``capacity_timeout`` (OpenEnv's servers refuse with the
+        first reset).  Past the quick retries, the sessions of the call that
+        the full server did reset are let go while it waits and reset again
+        with the others (no hold and wait: pools sharing a server take turns),
+        so when the wait runs out they too may be in ``PoolError.errors`` (or
+        replaced, with ``on_failure="replace"``).
 
         Args:
             seed: ``None`` (no seed sent), one seed per session (``None``

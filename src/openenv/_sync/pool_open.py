@@ -230,18 +230,17 @@ class PoolOpening:
         urls = self.sessions.urls
         retry = CapacityWait(self.options.capacity_timeout, time.monotonic()).retry()
         stop = _Stop()
-        to_renew: list[int] | None = None  # what interrupted() has yet to renew: a second interrupt resumes it
+        to_close: list[Env[Any, Any, Any]] | None = None  # what interrupted() has yet to close: a second one resumes
 
         def interrupted() -> None:
-            nonlocal to_renew
+            nonlocal to_close
             stop.set = True  # the waits between tries end
-            if to_renew is None:
-                to_renew = sorted(pending)
-            while to_renew:  # each stays marked failed, with a fresh client
-                index = to_renew.pop()
-                env = self.sessions.envs[index]
-                self.sessions.envs[index] = self.sessions.new_env(urls[index])
-                quietly(env.close)
+            if to_close is None:  # each stays marked failed, with a fresh client (all renewed first, then closed)
+                to_close = [self.sessions.envs[i] for i in sorted(pending)]
+                for index in sorted(pending):
+                    self.sessions.envs[index] = self.sessions.new_env(urls[index])
+            while to_close:
+                quietly(to_close.pop().close)
 
         refusals = 0
         try:
@@ -253,9 +252,11 @@ class PoolOpening:
                             self.check_overcommitted(self.sessions.envs[index], error)
                         except OpenEnvError as exc:
                             errors[index] = exc  # more sessions than the server holds: waiting cannot help
-                    if not waits_for_capacity(errors[index]):
+                            del pending[index]
+                            continue
+                    if not waits_for_capacity(error):
                         del pending[index]
-                if not pending:
+                if not pending or self.life.closed:  # closed meanwhile: _run says so
                     return
                 delay = retry.delay(time.monotonic(), spread=random.random())
                 if delay is None:
@@ -264,14 +265,20 @@ class PoolOpening:
                     return
                 refusals += 1
                 if refusals > LET_GO_AFTER:
-                    # its places on a full server, while it waits (not one refusing handshakes for a while: HTTP 503)
+                    # its places on a full server, while it waits (not one refusing handshakes for a while: HTTP 503);
+                    # a session checked out meanwhile (checkout() on another thread) is its borrower's
                     full = {urls[i]: e for i, e in errors.items() if i in pending and isinstance(e, CapacityReached)}
-                    held = [i for i in sorted(resets) if i in results and i not in pending and urls[i] in full]
-                    for index in held:
-                        del results[index]
-                        errors[index] = full[urls[index]]
-                        self.core.fail(index, errors[index])
-                        pending[index] = resets[index]
+                    held: list[int] = []
+                    with self.lock:
+                        for index in sorted(resets):
+                            if index in results and index not in pending and urls[index] in full:
+                                if self.core.slots[index].checked_out:
+                                    continue
+                                pending[index] = resets[index]
+                                errors[index] = full[urls[index]]
+                                del results[index]
+                                self.core.fail(index, errors[index])
+                                held.append(index)
                     run_all([self.sessions.envs[i].disconnect for i in held], interrupted)
                 _pause(delay, stop)
                 order = sorted(pending)
@@ -285,7 +292,8 @@ class PoolOpening:
                     else:
                         del errors[index], pending[index]
                         results[index] = outcome
-                        self.core.recovered(index, outcome)
+                        with self.lock:
+                            self.core.recovered(index, outcome)
         except BaseException:
             interrupted()
             raise
