@@ -652,6 +652,37 @@ def test_a_pool_larger_than_a_server_that_refuses_at_the_first_reset_fails_at_on
         server.close()
 
 
+def test_a_session_whose_reset_failed_is_replaced_with_that_resets_seed_and_arguments() -> None:
+    # on_failure="replace": the new session's reset is the one asked for (a seeded episode stays seeded)
+    import json
+
+    from ..envs import ScriptServer, reply_ok
+
+    resets: list[Any] = []
+
+    def reply(frame: str) -> str:
+        request = json.loads(frame)
+        if request.get("type") != "reset":
+            return reply_ok(frame)
+        resets.append(request.get("data"))
+        if len(resets) == 1:
+            return json.dumps({"type": "error", "data": {"message": "boom", "code": "EXECUTION_ERROR"}})
+        observation = {"kwargs": request.get("data")}
+        return json.dumps({"type": "observation", "data": {"observation": observation, "done": False}})
+
+    server = ScriptServer(reply)
+    try:
+        with EnvPool(server.url, size=1, on_failure="replace") as pool:
+            [result] = pool.reset(seed=7, kwargs={"level": 2})
+            assert result.observation["kwargs"] == {"seed": 7, "level": 2}
+            assert resets == [{"seed": 7, "level": 2}] * 2  # the failed reset, then the replacement's
+            assert pool.metrics.replacements == 1
+            [stepped] = pool.step([{"message": "x"}])
+            assert stepped.done is False
+    finally:
+        server.close()
+
+
 def test_a_connect_that_fails_closes_what_it_opened(server_factory: Any) -> None:
     server = server_factory(max_sessions=4)
     others = [Env(server.url) for _ in range(3)]

@@ -69,7 +69,8 @@ class PoolOptions:
             arguments) instead, and its slot in the results is the reset's.
         on_failure: ``"raise"`` (default): a failed session is reported in a
             [`PoolError`][openenv.sync.PoolError] and stays failed until
-            ``reset(ids=[i])`` or ``replace(i)``; ``"replace"``: it is replaced at once.
+            ``reset(ids=[i])`` or ``replace(i)``; ``"replace"``: it is replaced at once
+            (after a failed ``reset``, the new session's reset has that reset's seed and keywords).
         replace_attempts: tries to replace a failed session (create and reset), with backoff.
         max_concurrency: at most this many requests in flight (``None``: no limit);
             the others are queued and sent as replies come in.

@@ -599,7 +599,7 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
                 self._opening.retry_full(jobs, results, errors)
             self._life.check_open()  # close() from another thread or task ended the call: say so, not what it broke
             self._last_errors = dict(errors)
-            self._opening.settle_failures(what, order, results, errors)
+            self._opening.settle_failures(what, order, results, errors, jobs)
         except Exception:
             self._life.check_open()  # the same, when what it cut short raised (a replacement, a capacity wait)
             raise

@@ -351,16 +351,25 @@ class PoolOpening:
             self.core.resize(size)
 
     def settle_failures(
-        self, what: PoolCall, order: list[int], results: dict[int, StepResult[Any]], errors: dict[int, OpenEnvError]
+        self,
+        what: PoolCall,
+        order: list[int],
+        results: dict[int, StepResult[Any]],
+        errors: dict[int, OpenEnvError],
+        jobs: Sequence[Job] = (),
     ) -> None:
         """After ``step``/``reset``: replace the failed sessions (``on_failure="replace"``), or raise ``PoolError``.
 
         ``results`` gets each replaced session's new reset; ``errors[i]`` becomes
-        the last replacement attempt's error where one failed too.
+        the last replacement attempt's error where one failed too.  A session
+        whose ``reset`` failed is replaced with that reset's arguments (its seed
+        and keywords, from ``jobs``), as asked; after a failed ``step`` the new
+        episode's reset has none.
         """
         unreplaced: dict[int, PoolError] = {}
         if self.core.on_failure == "replace":
-            replaced, unreplaced = self.replace_all(sorted(errors))
+            asked = {job.index: job.kwargs or {} for job in jobs if job.kind is JobKind.RESET}
+            replaced, unreplaced = self.replace_all(sorted(errors), asked)
             results.update(replaced)
             errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
         else:
@@ -416,9 +425,12 @@ class PoolOpening:
             )
         return out
 
-    def replace_all(self, indices: Iterable[int]) -> tuple[dict[int, StepResult[Any]], dict[int, PoolError]]:
+    def replace_all(
+        self, indices: Iterable[int], resets: Mapping[int, Mapping[str, Any]] | None = None
+    ) -> tuple[dict[int, StepResult[Any]], dict[int, PoolError]]:
         """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
 
+        ``resets[i]``: the arguments of session ``i``'s new reset (default: none).
         Returns the new episodes' reset results, and for the sessions that
         could not be replaced the ``PoolError`` saying why.
         """
@@ -426,7 +438,7 @@ class PoolOpening:
         unreplaced: dict[int, PoolError] = {}
         for index in indices:
             try:
-                replaced[index] = self.replace(index)
+                replaced[index] = self.replace(index, (resets or {}).get(index))
             except PoolError as exc:
                 unreplaced[index] = exc
         return replaced, unreplaced
@@ -441,7 +453,8 @@ class PoolOpening:
             self.sessions.dead_servers.append((provider, reason))
         return reason
 
-    def replace(self, index: int) -> StepResult[Any]:
+    def replace(self, index: int, kwargs: Mapping[str, Any] | None = None) -> StepResult[Any]:
+        """Replace session ``index`` (``replace_attempts`` tries) and reset it with ``kwargs``; its first result."""
         self.flight.forget([index])
         provider = self.sessions.providers[index]
         shared = provider is not None and sum(p is provider for p in self.sessions.providers) > 1
@@ -460,7 +473,7 @@ class PoolOpening:
                 sleep(delay)
             self.life.check_open()  # never a new session (or server) for a pool closed meanwhile
             try:
-                result = (self.move(index) if moving else self.renew(index, plan.own_server))
+                result = (self.move(index, kwargs) if moving else self.renew(index, plan.own_server, kwargs))
             except OpenEnvError as exc:
                 plan.failed(exc)
                 continue
@@ -468,7 +481,7 @@ class PoolOpening:
             return result
         raise plan.error() from plan.last
 
-    def move(self, index: int) -> StepResult[Any]:
+    def move(self, index: int, kwargs: Mapping[str, Any] | None = None) -> StepResult[Any]:
         """One replacement try for a session of a shared server that died: placed as ``resize`` places one, reset."""
         assert self.sessions.factory is not None
         old, dead = self.sessions.envs[index], self.sessions.providers[index]
@@ -492,7 +505,7 @@ class PoolOpening:
         self.sessions.providers[index], self.sessions.urls[index] = providers[0], urls[0]
         env = self.sessions.envs[index] = self.sessions.new_env(urls[0])
         try:
-            result: StepResult[Any] = self.with_capacity(env, _bind(_connect_and_reset, env, {}))
+            result: StepResult[Any] = self.with_capacity(env, _bind(_connect_and_reset, env, kwargs or {}))
         finally:
             if self.life.closed:  # close() ran meanwhile, after closing what was there: close what this try opened
                 quietly(env.close)
@@ -500,7 +513,7 @@ class PoolOpening:
         self.life.check_open()
         return result
 
-    def renew(self, index: int, own_server: bool) -> StepResult[Any]:
+    def renew(self, index: int, own_server: bool, kwargs: Mapping[str, Any] | None = None) -> StepResult[Any]:
         """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
         old, provider = self.sessions.envs[index], self.sessions.providers[index]
         self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
@@ -520,7 +533,7 @@ class PoolOpening:
             self.sessions.envs[index] = self.sessions.new_env(url)
         env = self.sessions.envs[index]
         try:
-            result: StepResult[Any] = self.with_capacity(env, _bind(_connect_and_reset, env, {}))
+            result: StepResult[Any] = self.with_capacity(env, _bind(_connect_and_reset, env, kwargs or {}))
         finally:
             if self.life.closed:  # close() ran meanwhile, after closing what was there: close what this try opened
                 quietly(env.close)
