@@ -683,6 +683,28 @@ def test_a_session_whose_reset_failed_is_replaced_with_that_resets_seed_and_argu
         server.close()
 
 
+def test_a_reset_still_refused_when_capacity_timeout_ran_out_is_reported_not_replaced() -> None:
+    # on_failure="replace" on a server that stays full: a replacement opens a session on that same server, which
+    # only waited again (capacity_timeout per attempt, session after session) before the same report
+    from ..envs import RefusingAtResetServer
+
+    server = RefusingAtResetServer(capacity=1)
+    blocker = EnvPool(server.url, size=1)
+    pool = EnvPool(server.url, size=1, on_failure="replace", capacity_timeout=0.3)
+    try:
+        blocker.reset()
+        with pytest.raises(PoolError, match="still full after waiting capacity_timeout=0.3 s") as info:
+            pool.reset()
+        assert "could not be replaced" not in str(info.value)
+        assert pool.metrics.replacements == 0
+        blocker.close()
+        assert [r.observation["kwargs"] for r in pool.reset(seed=1)] == [{"seed": 1}]
+    finally:
+        pool.close()
+        blocker.close()
+        server.close()
+
+
 def test_a_connect_that_fails_closes_what_it_opened(server_factory: Any) -> None:
     server = server_factory(max_sessions=4)
     others = [Env(server.url) for _ in range(3)]

@@ -364,12 +364,16 @@ class PoolOpening:
         the last replacement attempt's error where one failed too.  A session
         whose ``reset`` failed is replaced with that reset's arguments (its seed
         and keywords, from ``jobs``), as asked; after a failed ``step`` the new
-        episode's reset has none.
+        episode's reset has none.  A reset that a full server still refused
+        when ``capacity_timeout`` ran out is reported, not replaced, unless the
+        pool starts a server for that session alone: a new session on the same
+        server would only wait again (once per attempt, session after session).
         """
         unreplaced: dict[int, PoolError] = {}
         if self.core.on_failure == "replace":
             asked = {job.index: job.kwargs or {} for job in jobs if job.kind is JobKind.RESET}
-            replaced, unreplaced = await self.replace_all(sorted(errors), asked)
+            waited = [i for i in asked if waits_for_capacity(errors.get(i)) and not self.own_server(i)]
+            replaced, unreplaced = await self.replace_all([i for i in sorted(errors) if i not in waited], asked)
             results.update(replaced)
             errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
         else:
@@ -381,6 +385,12 @@ class PoolOpening:
             else:
                 message = pool_error(what, order, results, failed)
             raise PoolError(message, {i: results.get(i) for i in order}, failed)
+
+    def own_server(self, index: int) -> bool:
+        """Whether session ``index`` runs on a server the pool started for it alone (replacing it starts another)."""
+        provider = self.sessions.providers[index] if index < len(self.sessions.providers) else None
+        started = self.sessions.factory is not None and provider is not None
+        return started and sum(p is provider for p in self.sessions.providers) == 1
 
     async def explain_dead_servers(self, errors: dict[int, OpenEnvError]) -> None:
         """A lost session whose server (started by the pool) died: say so, and that ``replace(i)`` helps, not ``reset``.
