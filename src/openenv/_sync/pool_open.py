@@ -372,7 +372,12 @@ class PoolOpening:
         unreplaced: dict[int, PoolError] = {}
         if self.core.on_failure == "replace":
             asked = {job.index: job.kwargs or {} for job in jobs if job.kind is JobKind.RESET}
-            waited = [i for i in asked if waits_for_capacity(errors.get(i)) and not self.own_server(i)]
+            # (a reset call's refusals were waited for: retry_full; any other call's were not)
+            waited = [
+                i
+                for i in asked
+                if what.waits_for_capacity and waits_for_capacity(errors.get(i)) and not self.own_server(i)
+            ]
             replaced, unreplaced = self.replace_all([i for i in sorted(errors) if i not in waited], asked)
             results.update(replaced)
             errors.update({i: exc.errors[i] for i, exc in unreplaced.items()})  # the last attempt's error
