@@ -696,6 +696,9 @@ async def test_a_reset_still_refused_when_capacity_timeout_ran_out_is_reported_n
         with pytest.raises(PoolError, match="still full after waiting capacity_timeout=0.3 s") as info:
             await pool.reset()
         assert "could not be replaced" not in str(info.value)
+        assert "still refused by a full server when capacity_timeout ran out (indices [0]) and not replaced" in str(
+            info.value
+        )
         assert pool.metrics.replacements == 0
         await blocker.close()
         assert [r.observation["kwargs"] for r in await pool.reset(seed=1)] == [{"seed": 1}]

@@ -70,7 +70,9 @@ class PoolOptions:
         on_failure: ``"raise"`` (default): a failed session is reported in a
             [`PoolError`][openenv.sync.PoolError] and stays failed until
             ``reset(ids=[i])`` or ``replace(i)``; ``"replace"``: it is replaced at once
-            (after a failed ``reset``, the new session's reset has that reset's seed and keywords).
+            (after a failed ``reset``, the new session's reset has that reset's seed and keywords),
+            except a ``reset`` that a full server still refused when ``capacity_timeout`` ran out:
+            that one is reported, unless the pool started a server for that session alone.
         replace_attempts: tries to replace a failed session (create and reset), with backoff.
         max_concurrency: at most this many requests in flight (``None``: no limit);
             the others are queued and sent as replies come in.
@@ -733,6 +735,32 @@ def unreplaced_message(what: PoolCall, failed: int, total: int, unreplaced: Mapp
     )
 
 
+def still_full_message(
+    what: PoolCall,
+    failed: int,
+    total: int,
+    still_full: Mapping[int, OpenEnvError],
+    unreplaced: Mapping[int, PoolError],
+) -> str:
+    """The message of ``reset``'s ``PoolError`` (``on_failure="replace"``) when full servers still refused sessions.
+
+    Those sessions are not replaced: a new session on the same full server
+    would only wait again.  Sessions that could not be replaced are named too.
+    """
+    index = min(still_full)
+    message = (
+        f"{what.value} failed for {failed} of {total} session(s); {len(still_full)} still refused by a full "
+        f"server when capacity_timeout ran out (indices {sorted(still_full)}) and not replaced, since a new session "
+        f"on that server would only wait again; session {index}: {type(still_full[index]).__name__}: "
+        f"{still_full[index]}"
+    )
+    if unreplaced:
+        message += (
+            f"; {len(unreplaced)} could not be replaced (indices {sorted(unreplaced)}); {first_failure(unreplaced)}"
+        )
+    return message + ". The other results are in .results; reset(ids=[i]) once the server has room"
+
+
 def recv_unreplaced_message(unreplaced: Mapping[int, PoolError]) -> str:
     """The message of ``recv``'s ``PoolError`` when failed sessions could not be replaced."""
     return (
@@ -748,5 +776,6 @@ __all__ += [
     "pool_error",
     "first_failure",
     "unreplaced_message",
+    "still_full_message",
     "recv_unreplaced_message",
 ]

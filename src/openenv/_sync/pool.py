@@ -96,8 +96,11 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
     fail at once, sending nothing) until ``reset(ids=[i])`` or ``replace(i)``.
     With ``on_failure="replace"`` the pool replaces a failed session at once
     (a new connection, a new server when the pool started them; up to
-    ``replace_attempts`` tries with backoff), and its slot holds the new episode's
-    reset result; [`last_errors`][openenv.sync.EnvPool.last_errors] (and
+    ``replace_attempts`` tries with backoff; a failed reset's seed and keywords
+    are kept), and its slot holds the new episode's reset result (a reset that a
+    full server still refused when ``capacity_timeout`` ran out is reported
+    instead, unless the pool started a server for that session alone);
+    [`last_errors`][openenv.sync.EnvPool.last_errors] (and
     [`Completed.error`][openenv.sync.Completed]) say what happened.  If a replacement
     fails too, ``step``/``reset`` raise one ``PoolError`` whose ``results`` still
     hold the other sessions' results.  An action the codec refuses raises
@@ -512,8 +515,9 @@ class EnvPool(Generic[ActT, ObsT, StateT]):
         first reset).  Past the quick retries, the sessions of the call that
         the full server did reset are let go while it waits and reset again
         with the others (no hold and wait: pools sharing a server take turns),
-        so when the wait runs out they too may be in ``PoolError.errors`` (or
-        replaced, with ``on_failure="replace"``).
+        so when the wait runs out they too may be in ``PoolError.errors``
+        (with ``on_failure="replace"`` too: a new session on a full server
+        would only wait again).
 
         Args:
             seed: ``None`` (no seed sent), one seed per session (``None``

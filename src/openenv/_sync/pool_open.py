@@ -39,6 +39,7 @@ from .._core.pool import (
     overcommit_error,
     pool_error,
     recv_unreplaced_message,
+    still_full_message,
     unreplaced_message,
 )
 from .._core.result import StepResult
@@ -370,6 +371,7 @@ class PoolOpening:
         server would only wait again (once per attempt, session after session).
         """
         unreplaced: dict[int, PoolError] = {}
+        waited: list[int] = []
         if self.core.on_failure == "replace":
             asked = {job.index: job.kwargs or {} for job in jobs if job.kind is JobKind.RESET}
             # (a reset call's refusals were waited for: retry_full; any other call's were not)
@@ -385,7 +387,9 @@ class PoolOpening:
             self.explain_dead_servers(errors)
         failed = {i: e for i, e in errors.items() if i not in results}
         if failed:
-            if unreplaced:
+            if waited:
+                message = still_full_message(what, len(errors), len(order), {i: errors[i] for i in waited}, unreplaced)
+            elif unreplaced:
                 message = unreplaced_message(what, len(errors), len(order), unreplaced)
             else:
                 message = pool_error(what, order, results, failed)
