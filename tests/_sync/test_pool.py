@@ -408,6 +408,26 @@ def test_from_provider_starts_one_server_per_session_and_stops_them(tmp_path: Pa
     assert not any(alive(pid) for pid in pids)
 
 
+def test_a_reset_refused_by_its_own_full_server_is_replaced_on_a_new_server(tmp_path: Path) -> None:
+    # on_failure="replace", one server per session: a new server has room, so that refusal is replaced (a
+    # session on a shared or given server is reported instead: a new session there would only wait again)
+    def factory(index: int) -> ProcessProvider:
+        return ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(tmp_path))
+
+    pool = EnvPool.from_provider(factory, size=1, ready_timeout=30, on_failure="replace", capacity_timeout=0.3)
+    with pool:
+        pool.reset()
+        old = pool.providers[0]
+        pool.envs[0].disconnect()  # its place is taken meanwhile: the next reset is refused
+        with Env(pool.envs[0].base_url) as taker:
+            taker.reset()
+            [result] = pool.reset(seed=3)
+            assert result.observation["echoed_message"] is not None
+            assert pool.metrics.replacements == 1 and pool.providers[0] is not old
+            assert pool.last_errors and isinstance(pool.last_errors[0], CapacityReached)
+    assert servers_in(tmp_path) == set()
+
+
 def test_from_provider_names_the_server_that_failed_and_stops_the_others(tmp_path: Path) -> None:
     providers: list[ProcessProvider] = []
 
