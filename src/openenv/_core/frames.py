@@ -6,10 +6,10 @@ Every request gets exactly one reply; a reply of the wrong ``type`` is a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from . import jsontext
 from .errors import InvalidAction, InvalidActionType, ProtocolError, error_from_frame
 from .result import StepResult
 
@@ -34,10 +34,10 @@ MCP = "mcp"
 STATE_FRAME = '{"type":"state"}'
 CLOSE_FRAME = '{"type":"close"}'
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = jsontext.encoder()
 # actions must be strict JSON: NaN/Infinity are not JSON, and servers refuse them
-_dumps_strict = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-_loads = json.loads
+_dumps_strict = jsontext.encoder(allow_nan=False)
+_loads = jsontext.loads
 
 
 def _encode(kind: str, data: Any) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from openenv._core import jsontext
 from openenv._core.errors import ErrorCode
 from openenv._core.models import Action
 
@@ -97,7 +97,7 @@ _MCP_TYPES = ("list_tools", "call_tool")
 def _loads(raw: str) -> Any:
     """The parsed frame, or the ``INVALID_JSON`` reply (a tuple: frame, keep open)."""
     try:
-        return json.loads(raw)
+        return jsontext.loads(raw)
     except (ValueError, RecursionError) as exc:
         return _error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}"), True
 

@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import inspect
 import json
-import json.encoder
 import math
-from collections.abc import Callable, Mapping
-from json.encoder import encode_basestring
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
+from openenv._core import jsontext
 from openenv._core.errors import ErrorCode
-
-#: CPython's C encoder class (what ``json.JSONEncoder.encode`` builds per call), or ``None`` without ``_json``.
-_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 __all__ = [
     "dumps",
@@ -79,26 +75,8 @@ def _strict_default(obj: Any) -> Any:
     return to_jsonable_python(obj)
 
 
-#: What ``dumps`` encodes with: made once (``json.dumps`` with these arguments builds one per call).
-_STRICT_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_strict_default)
-
-
-def _make_fast_encoder() -> Callable[[Any, int], Any] | None:
-    """CPython's C encoder with `_STRICT_ENCODER`'s options, made once (``JSONEncoder.encode`` makes one per call).
-
-    It keeps no ``markers`` (the circular-reference check): a circular value
-    then ends in ``RecursionError``, and `dumps()` re-runs `_STRICT_ENCODER`
-    for the exact error. ``None`` when the C accelerator is missing.
-    """
-    if _c_make_encoder is None:  # pragma: no cover - CPython always has it
-        return None
-    return cast(
-        "Callable[[Any, int], Any]",
-        _c_make_encoder(None, _strict_default, encode_basestring, None, ":", ",", False, False, False),
-    )
-
-
-_FAST_ENCODE = _make_fast_encoder()
+#: Strict JSON with pydantic's rules for other values (`openenv._core.jsontext`: made once, the C encoder reused).
+_dumps = jsontext.encoder(allow_nan=False, default=_strict_default)
 
 
 def dumps(obj: Any) -> str:
@@ -107,12 +85,7 @@ def dumps(obj: Any) -> str:
     The same text and the same errors as ``json.dumps(obj, separators=(",", ":"),
     ensure_ascii=False, allow_nan=False, default=...)``.
     """
-    if _FAST_ENCODE is not None and type(obj) is dict:
-        try:
-            return "".join(_FAST_ENCODE(obj, 0))
-        except Exception:  # NaN, an unserialisable or circular value: the reference encoder's own error
-            pass
-    return _STRICT_ENCODER.encode(obj)
+    return _dumps(obj)
 
 
 _MAX_DETAIL_DEPTH = 32
