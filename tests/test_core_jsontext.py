@@ -12,21 +12,10 @@ from hypothesis import strategies as st
 
 from openenv._core import frames, jsontext
 
-_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(10**40), max_value=10**40)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=12)
-)
-_values = st.recursive(
-    _scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(max_size=6) | st.integers() | st.booleans(), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+from .test_properties import json_values
+
+# the property tests' JSON values, and objects with the keys json.dumps coerces (ints, bools)
+_values = json_values | st.dictionaries(st.integers() | st.booleans(), json_values, max_size=3)
 
 
 def _outcome(call: Any, *args: Any) -> tuple[str, Any]:
