@@ -159,6 +159,46 @@ class CoreDefaultsEnv(BlockingEnv):
     step_async = _core_default("step_async")
 
 
+class MadeEnv(_Where):
+    """A blocking environment bound to the thread that made it (as a browser or a simulator can be).
+
+    Each reply says ``"<made on> <ran on>"`` (thread idents); ``close()`` records the same pair.
+    """
+
+    released = threading.Event()
+    entered = threading.Event()
+    closed: ClassVar[list[tuple[int, int]]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made_on = threading.get_ident()
+
+    def _where(self, message: str = "") -> WhereObservation:
+        return WhereObservation(thread=f"{self.made_on} {threading.get_ident()}", message=message)
+
+    def reset(self, **kwargs: Any) -> WhereObservation:
+        return self._where()
+
+    def step(self, action: WhereAction) -> WhereObservation:
+        return self._where(action.message)
+
+    def close(self) -> None:
+        type(self).closed.append((self.made_on, threading.get_ident()))
+
+
+class MadeMixedEnv(MadeEnv):
+    """The same with an ``async def step`` (on the loop): its plain methods run on a thread of the session's own."""
+
+    async def step(self, action: WhereAction) -> WhereObservation:  # type: ignore[override]
+        return self._where(action.message)
+
+
+def made_and_ran(ws: ClientConnection, frame: dict[str, Any]) -> tuple[str, str]:
+    """``(made on, ran on)`` of one reply of a `MadeEnv` session."""
+    made, ran = _ask(ws, frame)["data"]["observation"]["thread"].split()
+    return made, ran
+
+
 @pytest.fixture
 def serve() -> Iterator[Callable[..., EnvServer]]:
     started: list[EnvServer] = []
@@ -267,6 +307,19 @@ def test_async_envs_work_on_every_transport(serve: Callable[..., EnvServer], tra
         assert env.step({"message": "a"}).observation["message"] == "a"
         assert env.step({"message": "b"}).observation["message"] == "b"
         assert env.state()["step_count"] == 2
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_blocking_env_is_made_used_and_closed_on_its_sessions_thread(
+    serve: Callable[..., EnvServer], transport: str
+) -> None:
+    MadeEnv.closed.clear()
+    server = serve(MadeEnv, transport)
+    with connect(server.ws_url) as ws:
+        made, ran = made_and_ran(ws, {"type": "reset"})
+        assert ran == made
+        assert made_and_ran(ws, {"type": "step", "data": {"message": "x"}}) == (made, made)
+    until(lambda: MadeEnv.closed == [(int(made), int(made))])
 
 
 def test_blocking_env_gets_a_worker_thread_per_session(serve: Callable[..., EnvServer]) -> None:

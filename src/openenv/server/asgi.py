@@ -58,8 +58,10 @@ Limits (the embedded server's, see [`EnvServer`][openenv.server.EnvServer]):
 ``/ws`` is a bare ASGI endpoint ahead of Starlette's routing and middleware:
 it reads and writes the ASGI messages itself, so a frame costs only uvicorn's
 work and the protocol's (no ``WebSocket`` wrapper or middleware per frame).
-A blocking environment's session runs on its own worker thread, so a slow
-``step`` blocks only its session and uvicorn keeps answering pings; one that
+A blocking environment's session runs on its own worker thread, from its
+construction to its ``close()`` (an environment bound to the thread that made
+it works), so a slow ``step`` blocks only its session and uvicorn keeps
+answering pings; one that
 does not block (``async`` methods, ``reset_async``/``step_async``, or
 ``blocking = False``: `openenv.server.protocol.runs_on_loop`) runs on the
 event loop, without a thread hop per frame (its plain methods, unless
@@ -186,10 +188,40 @@ class _SessionThread(Executor):
         self._queue.put((functools.partial(fn, **kwargs) if kwargs else fn, args, future))
         return future
 
+    @property
+    def name(self) -> str:
+        """The thread's name (``openenv-session-<first 8 of the session id>`` once the session is made)."""
+        return self._thread.name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._thread.name = value
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._queue.put(None)  # the thread ends after the calls already queued
         if wait and self._thread is not threading.current_thread():
             self._thread.join()
+
+
+async def _made_on(thread: _SessionThread, protocol: EnvProtocol) -> tuple[Session | None, str | None]:
+    """``protocol.open_session(reserved=True)`` run on ``thread``.
+
+    Cancelled meanwhile (the server stops), it still waits for the factory, as
+    ``run_in_threadpool`` does, then ends the session that was made and the
+    thread, so neither the environment nor the slot outlives the connection.
+    """
+    made = thread.call(functools.partial(protocol.open_session, reserved=True))
+    try:
+        return await asyncio.shield(made)
+    except asyncio.CancelledError:
+        try:
+            session, _ = await made
+        except BaseException:
+            session = None
+        if session is not None:
+            await thread.call(protocol.end_session, session)
+        thread.shutdown(wait=False)
+        raise
 
 
 _ACCEPT: Message = {"type": "websocket.accept"}
@@ -293,14 +325,21 @@ def create_app(
             if protocol.opens_on_loop():  # no thread hop, not even to create it
                 session, error = protocol.open_session(reserved=True)
             else:
-                session, error = await run_in_threadpool(lambda: protocol.open_session(reserved=True))
-            if session is not None and not runs_on_loop(session.env):
-                # blocking: every call on the session's own thread
-                session.executor = _SessionThread(f"openenv-session-{session.session_id[:8]}")
-            elif session is not None and session.offload and not opens_on_loop(session.env):
-                # coroutines beside plain methods: those on the loop, these on the session's own thread
-                session.side = _SessionThread(f"openenv-session-{session.session_id[:8]}")
-                session.offload_to = session.side.call
+                # the factory may block: it runs on the thread that will run the session's plain methods, so an
+                # environment bound to the thread that made it (a browser, a simulator) is used on that thread,
+                # as the other transports and the released server do
+                thread = _SessionThread("openenv-session-new")
+                session, error = await _made_on(thread, protocol)
+                if session is not None and not runs_on_loop(session.env):
+                    session.executor = thread  # blocking: every call on the session's own thread
+                elif session is not None and session.offload and not opens_on_loop(session.env):
+                    # coroutines beside plain methods: those on the loop, these on the session's own thread
+                    session.side = thread
+                    session.offload_to = thread.call
+                else:
+                    thread.shutdown(wait=False)
+                if session is not None:
+                    thread.name = f"openenv-session-{session.session_id[:8]}"
         try:
             connected = await _accept(receive, send)
         except BaseException:
