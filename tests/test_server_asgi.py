@@ -197,22 +197,22 @@ def test_a_blocking_session_runs_on_one_thread_of_its_own_that_ends_with_it(asgi
     assert first not in {t.name for t in threading.enumerate()}  # ended with its session
 
 
-def test_a_blocking_env_is_made_used_and_closed_on_its_sessions_thread(asgi_server_factory: Any) -> None:
+@pytest.mark.parametrize("mixed", [False, True], ids=["blocking", "async-step"])
+def test_a_blocking_env_is_made_used_and_closed_on_its_sessions_thread(asgi_server_factory: Any, mixed: bool) -> None:
     """The factory runs on the thread that runs the session's plain methods (an environment bound to the thread
     that made it works), for a blocking environment and for the plain methods beside an ``async def step``."""
     from .test_server_transports import MadeEnv, MadeMixedEnv, made_and_ran
 
-    for env_class in (MadeEnv, MadeMixedEnv):
-        MadeEnv.closed.clear()
-        server = asgi_server_factory(env_class, max_sessions=2)
-        with connect(server.ws_url, open_timeout=10) as ws, connect(server.ws_url, open_timeout=10) as other:
-            made, ran = made_and_ran(ws, {"type": "reset"})
-            assert ran == made
-            made_step, ran_step = made_and_ran(ws, {"type": "step", "data": {"message": "x"}})
-            assert made_step == made
-            assert (ran_step == made) is (env_class is MadeEnv)  # an async step runs on the loop
-            made_other, ran_other = made_and_ran(other, {"type": "reset"})
-            assert made_other != made and ran_other == made_other  # a thread per session
-        assert _wait_for_no_sessions(server)
-        expected = sorted((int(t), int(t)) for t in (made, made_other))  # each closed on the thread that made it
-        until(lambda expected=expected: sorted(MadeEnv.closed) == expected)
+    MadeEnv.closed.clear()
+    server = asgi_server_factory(MadeMixedEnv if mixed else MadeEnv, max_sessions=2)
+    with connect(server.ws_url, open_timeout=10) as ws, connect(server.ws_url, open_timeout=10) as other:
+        made, ran = made_and_ran(ws, {"type": "reset"})
+        assert ran == made
+        made_step, ran_step = made_and_ran(ws, {"type": "step", "data": {"message": "x"}})
+        assert made_step == made
+        assert (ran_step == made) is not mixed  # an async step runs on the loop
+        made_other, ran_other = made_and_ran(other, {"type": "reset"})
+        assert made_other != made and ran_other == made_other  # a thread per session
+    assert _wait_for_no_sessions(server)
+    expected = sorted((int(t), int(t)) for t in (made, made_other))  # each closed on the thread that made it
+    until(lambda: sorted(MadeEnv.closed) == expected)
