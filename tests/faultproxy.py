@@ -5,6 +5,7 @@
     proxy.delay = 0.02                        # every chunk, both ways, waits 20 ms
     proxy.cut("rst", after=1000)              # the next server->client chunk: forward 1000 bytes, then RST
     proxy.blackhole = True                    # forward nothing more (new connections: accepted, never answered)
+    proxy.drop()                              # close every connection open now (the server went away)
     proxy.close()
 
 Faults apply to traffic from the moment they are set; ``connections`` counts
@@ -45,6 +46,15 @@ class FaultProxy:
         """Cut the next server->client chunk after ``after`` bytes: ``fin`` (shutdown) or ``rst`` (SO_LINGER 0)."""
         self._cut = (how, after)
 
+    def drop(self) -> None:
+        """Close every connection open now, both sides (as a server that went away); new ones are accepted."""
+        with self._lock:
+            pairs = list(self._pairs)
+        for client, upstream in pairs:
+            for sock in (client, upstream):
+                if sock is not None:
+                    _close(sock)
+
     def open_connections(self) -> int:
         with self._lock:
             return sum(1 for client, _ in self._pairs if client.fileno() != -1)
@@ -52,6 +62,10 @@ class FaultProxy:
     def close(self) -> None:
         """Stop accepting, close every socket, join every thread."""
         self._closed = True
+        try:  # wakes the accept loop (close() alone leaves a thread blocked in accept() there, on Linux)
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
         with self._lock:
             pairs = list(self._pairs)

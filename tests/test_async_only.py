@@ -361,3 +361,36 @@ async def test_a_reset_waiting_for_a_pool_session_stops_when_its_instance_is_clo
         await holder.close()
         assert pool.metrics.checked_out == 0
         await cls.close()
+
+
+async def test_cancelling_while_failed_sessions_are_replaced_at_once_ends_every_replacement(
+    server_factory: Any,
+) -> None:
+    """Cancelled while four replacement handshakes wait on a server that stopped answering: they end with it,
+    the sessions stay failed with fresh clients, nothing is left open, and the pool resets once it answers."""
+    from openenv.aio import EnvPool
+
+    from .faultproxy import FaultProxy
+
+    proxy = FaultProxy(server_factory(CounterEnv, max_sessions=8).port)
+    pool = EnvPool(proxy.url, size=4, on_failure="replace", replace_attempts=1, connect_timeout=120)
+    try:
+        await pool.reset()
+        old = pool.envs
+        proxy.blackhole = True
+        proxy.drop()
+        task = asyncio.create_task(pool.step([{}] * 4))
+        await until(lambda: proxy.open_connections() == 4)  # every replacement under way
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await until(lambda: proxy.open_connections() == 0)  # every handshake ended
+        assert not any(env is was for env, was in zip(pool.envs, old, strict=True))  # fresh clients
+        assert not any(env.connected for env in pool.envs)
+        assert pool.metrics.active == 0  # all four failed
+        proxy.blackhole = False
+        assert len(await pool.reset()) == 4
+        assert pool.metrics.active == 4
+    finally:
+        await pool.close()
+        proxy.close()

@@ -559,3 +559,39 @@ def test_the_readers_close_race_is_not_logged_as_an_internal_error(caplog: pytes
             logger.error("unexpected internal error", exc_info=True)  # as websockets' recv_events does
     logged = [r.exc_info[1] for r in caplog.records if r.name == logger.name and r.exc_info]
     assert [repr(e) for e in logged] == ["EOFError('other')", "RuntimeError('stream ended')"]
+
+
+def test_ctrl_c_while_failed_sessions_are_replaced_at_once_ends_every_replacement(server_factory: Any) -> None:
+    """Ctrl-C while four replacement handshakes wait on a server that stopped answering: they end at once,
+    the sessions stay failed with fresh clients, nothing is left open, and the pool resets once it answers."""
+    from openenv.sync import EnvPool
+
+    from . import leaks
+    from .faultproxy import FaultProxy
+
+    proxy = FaultProxy(server_factory(CounterEnv, max_sessions=8).port)
+    pool = EnvPool(proxy.url, size=4, on_failure="replace", replace_attempts=1, connect_timeout=120)
+    try:
+        pool.reset()
+        before = leaks.snapshot()
+        old = pool.envs
+        proxy.blackhole = True
+        proxy.drop()
+        watcher = _ctrl_c_when(lambda: proxy.open_connections() == 4)  # every replacement under way
+        start = time.monotonic()
+        with ctrl_c_never_lost(), pytest.raises(KeyboardInterrupt):
+            pool.step([{}] * 4)
+        watcher.join()
+        assert time.monotonic() - start < 60  # the interrupt, not connect_timeout
+        assert [t.name for t in threading.enumerate() if t.name.startswith("openenv-run-all")] == []
+        until(lambda: proxy.open_connections() == 0)  # every handshake ended
+        assert not any(env is was for env, was in zip(pool.envs, old, strict=True))  # fresh clients
+        assert not any(env.connected for env in pool.envs)
+        assert pool.metrics.active == 0  # all four failed
+        leaks.assert_no_leaks(before)
+        proxy.blackhole = False
+        assert len(pool.reset()) == 4
+        assert pool.metrics.active == 4
+    finally:
+        pool.close()
+        proxy.close()

@@ -909,6 +909,48 @@ class _SilentListener:
         self._listener.close()
 
 
+def test_failed_sessions_are_replaced_at_once(server_factory: Any) -> None:
+    """Several failed sessions are replaced together: a server that stopped answering costs one ``connect_timeout``.
+
+    A proxy drops every connection of the pool, then accepts new ones and never answers: every session's step
+    fails, and every replacement handshake is seen under way at the same moment (one after another, before: one
+    at a time, four ``connect_timeout`` in all).
+    """
+    from ..faultproxy import FaultProxy
+
+    proxy = FaultProxy(server_factory(max_sessions=8).port)
+    pool: EnvPool[Any, Any, Any] = EnvPool(
+        proxy.url, size=4, on_failure="replace", replace_attempts=1, connect_timeout=5
+    )
+    finished: list[bool] = []
+
+    def step() -> Any:
+        try:
+            return pool.step([{"message": "x"}] * 4)
+        finally:
+            finished.append(True)
+
+    def watch() -> int:
+        peak = 0
+        while not finished:
+            peak = max(peak, proxy.open_connections())
+            sleep(0.01)
+        return peak
+
+    try:
+        pool.reset()
+        proxy.blackhole = True
+        proxy.drop()
+        failed, peak = gather(step, watch, stagger=0)
+        pool.close()
+    finally:
+        proxy.close()
+    assert isinstance(failed, PoolError) and sorted(failed.errors) == [0, 1, 2, 3], failed
+    assert all(isinstance(e, ConnectTimeout) for e in failed.errors.values()), failed.errors
+    assert "could not be replaced" in str(failed)
+    assert peak == 4
+
+
 def test_a_fresh_pools_first_reset_opens_its_sessions_concurrently() -> None:
     """Without ``connect()``, the first ``reset`` opens the sessions together, not one handshake after another.
 

@@ -690,14 +690,18 @@ class ReplacePlan:
         index: the session.
         attempts: ``replace_attempts``.
         own_server: the pool started this session's server and no other session shares it.
+        moving: the session's server was shared and died: the session moves to
+            a live server or a new one (placed as ``resize`` places one), one
+            such session after another.
     """
 
-    __slots__ = ("index", "attempts", "own_server", "last", "_delays", "_tries")
+    __slots__ = ("index", "attempts", "own_server", "moving", "last", "_delays", "_tries")
 
-    def __init__(self, index: int, attempts: int, *, own_server: bool) -> None:
+    def __init__(self, index: int, attempts: int, *, own_server: bool, moving: bool = False) -> None:
         self.index = index
         self.attempts = attempts
         self.own_server = own_server
+        self.moving = moving
         #: the last attempt's error
         self.last: OpenEnvError | None = None
         self._delays = capacity_delays()

@@ -450,16 +450,57 @@ class PoolOpening:
         """With ``on_failure="replace"``: replace each failed session of ``indices`` (``step``, ``reset``, ``recv``).
 
         ``resets[i]``: the arguments of session ``i``'s new reset (default: none).
+        Sessions of a shared server that died move one after another (each is
+        placed where the ones before it went); the others are replaced at once
+        (`OPENING_AT_ONCE` at a time), each with its own client and, where the
+        pool started its server for it alone, its own new server: a server
+        that stopped answering costs one ``connect_timeout``, not one per
+        session.  Interrupted (Ctrl-C on the blocking twin, cancellation here),
+        the sessions not replaced yet stay failed, with fresh clients, and the
+        servers being started for them are stopped.
+
         Returns the new episodes' reset results, and for the sessions that
         could not be replaced the ``PoolError`` saying why.
         """
+        resets = resets or {}
         replaced: dict[int, StepResult[Any]] = {}
         unreplaced: dict[int, PoolError] = {}
-        for index in indices:
-            try:
-                replaced[index] = self.replace(index, (resets or {}).get(index))
-            except PoolError as exc:
-                unreplaced[index] = exc
+        plans = [self.plan(index) for index in indices]  # (a shared server's death is looked up once)
+        for plan in plans:
+            if plan.moving:
+                try:
+                    replaced[plan.index] = self.attempts(plan, resets.get(plan.index))
+                except PoolError as exc:
+                    unreplaced[plan.index] = exc
+        at_once = [plan for plan in plans if not plan.moving]
+        if not at_once:
+            return replaced, unreplaced
+        stop = _Replacing()
+
+        def interrupted() -> None:
+            with self.lock:  # a session replaced from now on is not counted (its thread sees stop.set)
+                stop.set = True
+                left = [plan.index for plan in at_once if plan.index not in stop.done]
+                old = [self.sessions.envs[i] for i in left]
+                for index in left:  # each stays failed, with a fresh client; its handshake or read ends
+                    self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
+            for provider in list(stop.providers):
+                quietly(provider.stop)
+            for env in old:
+                quietly(env.close)
+
+        calls = [_bind(self.attempts, plan, resets.get(plan.index), stop) for plan in at_once]
+        outcomes = run_all(calls, interrupted, OPENING_AT_ONCE)
+        raised: BaseException | None = None
+        for plan, outcome in zip(at_once, outcomes, strict=True):
+            if isinstance(outcome, PoolError):
+                unreplaced[plan.index] = outcome
+            elif isinstance(outcome, BaseException):
+                raised = raised or outcome  # the pool closed meanwhile (EnvClosed), or a bug: after the others
+            else:
+                replaced[plan.index] = outcome
+        if raised is not None:
+            raise raised
         return replaced, unreplaced
 
     def death(self, provider: Provider) -> str | None:
@@ -474,6 +515,10 @@ class PoolOpening:
 
     def replace(self, index: int, kwargs: Mapping[str, Any] | None = None) -> StepResult[Any]:
         """Replace session ``index`` (``replace_attempts`` tries) and reset it with ``kwargs``; its first result."""
+        return self.attempts(self.plan(index), kwargs)
+
+    def plan(self, index: int) -> ReplacePlan:
+        """How session ``index`` is replaced: moved (its shared server died), or renewed (on its own new server?)."""
         self.flight.forget([index])
         provider = self.sessions.providers[index]
         shared = provider is not None and sum(p is provider for p in self.sessions.providers) > 1
@@ -486,17 +531,32 @@ class PoolOpening:
             and (shared or any(p is provider for p, _ in self.sessions.dead_servers))
             and self.death(provider) is not None
         )
-        plan = ReplacePlan(index, self.options.replace_attempts, own_server=pool_started and (moving or not shared))
+        return ReplacePlan(
+            index, self.options.replace_attempts, own_server=pool_started and (moving or not shared), moving=moving
+        )
+
+    def attempts(
+        self, plan: ReplacePlan, kwargs: Mapping[str, Any] | None = None, stop: _Replacing | None = None
+    ) -> StepResult[Any]:
+        """The tries of ``plan``: the first new session that resets is the replacement (``stop``: one of several)."""
+        index = plan.index
         while (delay := plan.next_try()) is not None:
             if delay:
-                sleep(delay)
+                _pause(delay, stop)
             self.life.check_open()  # never a new session (or server) for a pool closed meanwhile
             try:
-                result = (self.move(index, kwargs) if moving else self.renew(index, plan.own_server, kwargs))
+                if plan.moving:
+                    result = self.move(index, kwargs)
+                else:
+                    result = self.renew(index, plan.own_server, kwargs, stop)
             except OpenEnvError as exc:
                 plan.failed(exc)
                 continue
-            self.core.replaced(index, result)
+            with self.lock:
+                _check_stop(stop)  # interrupted meanwhile: the session stays failed, its client renewed
+                self.core.replaced(index, result)
+                if stop is not None:
+                    stop.done.add(index)
             return result
         raise plan.error() from plan.last
 
@@ -532,7 +592,9 @@ class PoolOpening:
         self.life.check_open()
         return result
 
-    def renew(self, index: int, own_server: bool, kwargs: Mapping[str, Any] | None = None) -> StepResult[Any]:
+    def renew(
+        self, index: int, own_server: bool, kwargs: Mapping[str, Any] | None = None, stop: _Replacing | None = None
+    ) -> StepResult[Any]:
         """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
         old, provider = self.sessions.envs[index], self.sessions.providers[index]
         self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
@@ -541,8 +603,12 @@ class PoolOpening:
             self.sessions.providers[index] = None
             if provider is not None:
                 quietly(provider.stop)
-                self.sessions.dead_servers = [(p, r) for p, r in self.sessions.dead_servers if p is not provider]
+                with self.lock:
+                    self.sessions.dead_servers = [(p, r) for p, r in self.sessions.dead_servers if p is not provider]
             provider = (make_providers(self.sessions.factory, [index]))[0]
+            if stop is not None:
+                stop.providers.append(provider)  # an interrupt stops it: its start ends
+                _check_stop(stop)
             url = (
                 start_providers(
                     [provider], self.sessions.ready_timeout, verify=self.sessions.env_options.get("verify")
@@ -552,7 +618,9 @@ class PoolOpening:
             self.sessions.envs[index] = self.sessions.new_env(url)
         env = self.sessions.envs[index]
         try:
-            result: StepResult[Any] = self.with_capacity(env, _bind(_connect_and_reset, env, kwargs or {}))
+            result: StepResult[Any] = self.with_capacity(
+                env, _bind(_connect_and_reset, env, kwargs or {}), stop=stop
+            )
         finally:
             if self.life.closed:  # close() ran meanwhile, after closing what was there: close what this try opened
                 quietly(env.close)
@@ -578,6 +646,17 @@ class _Stop:
 
     def __init__(self) -> None:
         self.set = False
+
+
+class _Replacing(_Stop):
+    """Replacements running at once: the sessions replaced, and the servers started (an interrupt stops them)."""
+
+    __slots__ = ("done", "providers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: set[int] = set()
+        self.providers: list[Provider] = []
 
 
 def _check_stop(stop: _Stop | None) -> None:
