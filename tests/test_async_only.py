@@ -394,3 +394,47 @@ async def test_cancelling_while_failed_sessions_are_replaced_at_once_ends_every_
     finally:
         await pool.close()
         proxy.close()
+
+
+async def test_cancelling_while_servers_are_restarted_at_once_keeps_the_sessions_already_replaced(
+    tmp_path: Path,
+) -> None:
+    """Two sessions on servers of their own die; session 0's new server comes up, session 1's never answers:
+    cancelled once session 0 is replaced, only session 1's new server is stopped, and session 0 steps on."""
+    import os
+    import signal
+    import sys
+
+    from openenv.aio import EnvPool, ProcessProvider
+
+    made: list[int] = []
+
+    def factory(index: int) -> ProcessProvider:
+        made.append(index)
+        where = tmp_path / f"s{index}-{made.count(index)}"
+        where.mkdir()
+        if index == 1 and made.count(1) == 2:  # session 1's replacement: a process that never listens
+            return ProcessProvider([sys.executable, "-c", "import time; time.sleep(600)"], cwd=str(where))
+        return ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(where))
+
+    pool = await EnvPool.from_provider(factory, size=2, ready_timeout=120, on_failure="replace", replace_attempts=1)
+    try:
+        await pool.reset()
+        for provider in pool.providers:
+            assert provider is not None and provider.pid is not None
+            os.kill(provider.pid, signal.SIGKILL)
+        task = asyncio.create_task(pool.step([{"message": "a"}, {"message": "b"}]))
+        await until(lambda: pool.metrics.replacements == 1 and servers_in(tmp_path / "s1-2") != set())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await until(lambda: servers_in(tmp_path / "s1-2") == set())  # session 1's new server: stopped
+        replaced = pool.providers[0]
+        assert replaced is not None and replaced.pid is not None and alive(replaced.pid)  # session 0's: kept
+        assert servers_in(tmp_path / "s0-2") == {replaced.pid}
+        [result] = await pool.step([{"message": "still here"}], ids=[0])
+        assert result.observation["echoed_message"] == "still here"
+        assert pool.metrics.active == 1
+    finally:
+        await pool.close()
+    assert all(servers_in(tmp_path / name) == set() for name in ("s0-1", "s1-1", "s0-2", "s1-2"))

@@ -465,34 +465,49 @@ class PoolOpening:
         resets = resets or {}
         replaced: dict[int, StepResult[Any]] = {}
         unreplaced: dict[int, PoolError] = {}
-        plans = [await self.plan(index) for index in indices]  # (a shared server's death is looked up once)
-        for plan in plans:
-            if plan.moving:
+        indices = list(indices)
+        while True:
+            # the moves first, one after another; then the others are planned again, once the servers the
+            # moved sessions went to are known (a server a move chose is shared now: not stopped, not restarted)
+            plans = [await self.plan(index) for index in indices]  # (a shared server's death is looked up once)
+            moving = [plan for plan in plans if plan.moving]
+            if not moving:
+                break
+            for plan in moving:
                 try:
                     replaced[plan.index] = await self.attempts(plan, resets.get(plan.index))
                 except PoolError as exc:
                     unreplaced[plan.index] = exc
-        at_once = [plan for plan in plans if not plan.moving]
-        if not at_once:
+            indices = [plan.index for plan in plans if not plan.moving]
+        if not plans:
             return replaced, unreplaced
         stop = _Replacing()
+        to_close: list[Env[Any, Any, Any]] | None = None  # what interrupted() has yet to close: a second one resumes
+        to_stop: list[Provider] = []
 
         async def interrupted() -> None:
-            with self.lock:  # a session replaced from now on is not counted (its thread sees stop.set)
-                stop.set = True
-                left = [plan.index for plan in at_once if plan.index not in stop.done]
-                old = [self.sessions.envs[i] for i in left]
-                for index in left:  # each stays failed, with a fresh client; its handshake or read ends
-                    self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
-            for provider in list(stop.providers):
-                await quietly(provider.stop)
-            for env in old:
-                await quietly(env.close)
+            nonlocal to_close
+            if to_close is None:
+                with self.lock:  # a session replaced from now on is not counted (its try sees stop.set)
+                    stop.set = True
+                    left = [plan.index for plan in plans if plan.index not in stop.done]
+                    to_close = [self.sessions.envs[i] for i in left]
+                    to_stop.extend(stop.providers[i] for i in left if i in stop.providers)
+                    for index in left:  # each stays failed, with a fresh client; its handshake or read ends
+                        self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
+            while to_stop:  # the servers being started for them: their starts end
+                await quietly(to_stop.pop().stop)
+            while to_close:
+                await quietly(to_close.pop().close)
 
-        calls = [_bind(self.attempts, plan, resets.get(plan.index), stop) for plan in at_once]
-        outcomes = await run_all(calls, interrupted, OPENING_AT_ONCE)
+        calls = [_bind(self.attempts, plan, resets.get(plan.index), stop) for plan in plans]
+        try:
+            outcomes = await run_all(calls, interrupted, OPENING_AT_ONCE)
+        except BaseException:
+            await interrupted()  # (again after run_all's call: it resumes, closing what a second interrupt left)
+            raise
         raised: BaseException | None = None
-        for plan, outcome in zip(at_once, outcomes, strict=True):
+        for plan, outcome in zip(plans, outcomes, strict=True):
             if isinstance(outcome, PoolError):
                 unreplaced[plan.index] = outcome
             elif isinstance(outcome, BaseException):
@@ -557,6 +572,7 @@ class PoolOpening:
                 self.core.replaced(index, result)
                 if stop is not None:
                     stop.done.add(index)
+                    stop.providers.pop(index, None)  # its server is the session's now
             return result
         raise plan.error() from plan.last
 
@@ -596,26 +612,30 @@ class PoolOpening:
         self, index: int, own_server: bool, kwargs: Mapping[str, Any] | None = None, stop: _Replacing | None = None
     ) -> StepResult[Any]:
         """One replacement try: a new client (on a new server with ``own_server``), connected and reset."""
+        _check_stop(stop)
         old, provider = self.sessions.envs[index], self.sessions.providers[index]
         self.sessions.envs[index] = self.sessions.new_env(self.sessions.urls[index])
         await quietly(old.close)
         if own_server and self.sessions.factory is not None:
-            self.sessions.providers[index] = None
             if provider is not None:
-                await quietly(provider.stop)
+                await quietly(provider.stop)  # (still in the books meanwhile: an interrupt here leaves it to close())
                 with self.lock:
                     self.sessions.dead_servers = [(p, r) for p, r in self.sessions.dead_servers if p is not provider]
+            self.sessions.providers[index] = None
             provider = (await make_providers(self.sessions.factory, [index]))[0]
             if stop is not None:
-                stop.providers.append(provider)  # an interrupt stops it: its start ends
-                _check_stop(stop)
+                with self.lock:
+                    _check_stop(stop)
+                    stop.providers[index] = provider  # an interrupt stops it: its start ends
             url = (
                 await start_providers(
                     [provider], self.sessions.ready_timeout, verify=self.sessions.env_options.get("verify")
                 )
             )[0]
-            self.sessions.providers[index], self.sessions.urls[index] = provider, url
-            self.sessions.envs[index] = self.sessions.new_env(url)
+            with self.lock:
+                _check_stop(stop)  # interrupted meanwhile: the server is stopped there, the session stays failed
+                self.sessions.providers[index], self.sessions.urls[index] = provider, url
+                self.sessions.envs[index] = self.sessions.new_env(url)
         env = self.sessions.envs[index]
         try:
             result: StepResult[Any] = await self.with_capacity(
@@ -649,14 +669,17 @@ class _Stop:
 
 
 class _Replacing(_Stop):
-    """Replacements running at once: the sessions replaced, and the servers started (an interrupt stops them)."""
+    """Replacements running at once: the sessions replaced, and the server being started for each of the others.
+
+    An interrupt stops the servers of the sessions not replaced yet (their starts end).
+    """
 
     __slots__ = ("done", "providers")
 
     def __init__(self) -> None:
         super().__init__()
         self.done: set[int] = set()
-        self.providers: list[Provider] = []
+        self.providers: dict[int, Provider] = {}
 
 
 def _check_stop(stop: _Stop | None) -> None:
