@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as BaseModelForEnvs
@@ -583,3 +585,21 @@ class ChessEnv(Environment[ChessAction, WalkObservation, State]):
     @property
     def state(self) -> State:
         return self._state
+
+
+def one_replacement_never_listens(provider_class: Any, where: Path) -> Callable[[int], Any]:
+    """A ``from_provider`` factory of one-session echo servers, each in a directory of its own under ``where``
+    (``s<index>-<n>``, ``n`` counting that session's servers), except session 1's second: a process that
+    never listens (its start waits for ``ready_timeout``). ``provider_class``: either flavour's ``ProcessProvider``.
+    """
+    made: list[int] = []
+
+    def factory(index: int) -> Any:
+        made.append(index)
+        directory = where / f"s{index}-{made.count(index)}"
+        directory.mkdir()
+        if index == 1 and made.count(1) == 2:
+            return provider_class([sys.executable, "-c", "import time; time.sleep(600)"], cwd=str(directory))
+        return provider_class.for_environment("echo", max_sessions=1, cwd=str(directory))
+
+    return factory

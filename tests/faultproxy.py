@@ -67,12 +67,7 @@ class FaultProxy:
         except OSError:
             pass
         self._listener.close()
-        with self._lock:
-            pairs = list(self._pairs)
-        for client, upstream in pairs:
-            for sock in (client, upstream):
-                if sock is not None:
-                    _close(sock)
+        self.drop()
         for thread in list(self._threads):
             thread.join(5)
 

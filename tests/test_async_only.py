@@ -403,25 +403,17 @@ async def test_cancelling_while_servers_are_restarted_at_once_keeps_the_sessions
     cancelled once session 0 is replaced, only session 1's new server is stopped, and session 0 steps on."""
     import os
     import signal
-    import sys
 
     from openenv.aio import EnvPool, ProcessProvider
 
-    made: list[int] = []
+    from .envs import one_replacement_never_listens
 
-    def factory(index: int) -> ProcessProvider:
-        made.append(index)
-        where = tmp_path / f"s{index}-{made.count(index)}"
-        where.mkdir()
-        if index == 1 and made.count(1) == 2:  # session 1's replacement: a process that never listens
-            return ProcessProvider([sys.executable, "-c", "import time; time.sleep(600)"], cwd=str(where))
-        return ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(where))
-
+    factory = one_replacement_never_listens(ProcessProvider, tmp_path)  # session 1's second server hangs
     pool = await EnvPool.from_provider(factory, size=2, ready_timeout=120, on_failure="replace", replace_attempts=1)
     try:
         await pool.reset()
         for provider in pool.providers:
-            assert provider is not None and provider.pid is not None
+            assert isinstance(provider, ProcessProvider) and provider.pid is not None
             os.kill(provider.pid, signal.SIGKILL)
         task = asyncio.create_task(pool.step([{"message": "a"}, {"message": "b"}]))
         await until(lambda: pool.metrics.replacements == 1 and servers_in(tmp_path / "s1-2") != set())
@@ -430,7 +422,8 @@ async def test_cancelling_while_servers_are_restarted_at_once_keeps_the_sessions
             await task
         await until(lambda: servers_in(tmp_path / "s1-2") == set())  # session 1's new server: stopped
         replaced = pool.providers[0]
-        assert replaced is not None and replaced.pid is not None and alive(replaced.pid)  # session 0's: kept
+        assert isinstance(replaced, ProcessProvider) and replaced.pid is not None
+        assert alive(replaced.pid)  # session 0's: kept
         assert servers_in(tmp_path / "s0-2") == {replaced.pid}
         [result] = await pool.step([{"message": "still here"}], ids=[0])
         assert result.observation["echoed_message"] == "still here"

@@ -600,27 +600,18 @@ def test_ctrl_c_while_failed_sessions_are_replaced_at_once_ends_every_replacemen
 def test_ctrl_c_while_servers_are_restarted_at_once_keeps_the_sessions_already_replaced(tmp_path: Path) -> None:
     """Two sessions on servers of their own die; session 0's new server comes up, session 1's never answers:
     Ctrl-C once session 0 is replaced stops session 1's new server only, and session 0 steps on."""
-    import sys
 
     from openenv.sync import EnvPool, ProcessProvider
 
+    from .envs import one_replacement_never_listens
     from .leaks import alive
 
-    made: list[int] = []
-
-    def factory(index: int) -> ProcessProvider:
-        made.append(index)
-        where = tmp_path / f"s{index}-{made.count(index)}"
-        where.mkdir()
-        if index == 1 and made.count(1) == 2:  # session 1's replacement: a process that never listens
-            return ProcessProvider([sys.executable, "-c", "import time; time.sleep(600)"], cwd=str(where))
-        return ProcessProvider.for_environment("echo", max_sessions=1, cwd=str(where))
-
+    factory = one_replacement_never_listens(ProcessProvider, tmp_path)  # session 1's second server hangs
     pool = EnvPool.from_provider(factory, size=2, ready_timeout=120, on_failure="replace", replace_attempts=1)
     try:
         pool.reset()
         for provider in pool.providers:
-            assert provider is not None and provider.pid is not None
+            assert isinstance(provider, ProcessProvider) and provider.pid is not None
             os.kill(provider.pid, signal.SIGKILL)
         watcher = _ctrl_c_when(lambda: pool.metrics.replacements == 1 and servers_in(tmp_path / "s1-2") != set())
         with ctrl_c_never_lost(), pytest.raises(KeyboardInterrupt):
@@ -628,7 +619,8 @@ def test_ctrl_c_while_servers_are_restarted_at_once_keeps_the_sessions_already_r
         watcher.join()
         until(lambda: servers_in(tmp_path / "s1-2") == set())  # session 1's new server: stopped
         replaced = pool.providers[0]
-        assert replaced is not None and replaced.pid is not None and alive(replaced.pid)  # session 0's: kept
+        assert isinstance(replaced, ProcessProvider) and replaced.pid is not None
+        assert alive(replaced.pid)  # session 0's: kept
         assert servers_in(tmp_path / "s0-2") == {replaced.pid}
         [result] = pool.step([{"message": "still here"}], ids=[0])
         assert result.observation["echoed_message"] == "still here"
