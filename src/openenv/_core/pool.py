@@ -73,6 +73,8 @@ class PoolOptions:
             (after a failed ``reset``, the new session's reset has that reset's seed and keywords),
             except a ``reset`` that a full server still refused when ``capacity_timeout`` ran out:
             that one is reported, unless the pool started a server for that session alone.
+            Several failed sessions are replaced together (those of a shared server
+            that died: one after another).
         replace_attempts: tries to replace a failed session (create and reset), with backoff.
         max_concurrency: at most this many requests in flight (``None``: no limit);
             the others are queued and sent as replies come in.
